@@ -102,8 +102,9 @@ static bool check_header(const struct h2_frame_reader *r, const struct h2_frame_
     case H2_PUSH_PROMISE:
         if (hd->length < ((hd->flags & H2_FLAG_PADDED) != 0 ? 5u : 4u))
             return fail(err, H2_FRAME_SIZE_ERROR, "PUSH_PROMISE too short");
-        /* A client may not push (8.4); ours said SETTINGS_ENABLE_PUSH 0. */
-        return fail(err, H2_PROTOCOL_ERROR, "PUSH_PROMISE from a client");
+        /* A client may not push (8.4), and a server may not when told
+         * SETTINGS_ENABLE_PUSH 0, which ours are (6.5.2). */
+        return fail(err, H2_PROTOCOL_ERROR, "PUSH_PROMISE, which no peer of ours may send");
     case H2_PING:
         if (hd->length != 8)
             return fail(err, H2_FRAME_SIZE_ERROR, "PING of a wrong length");

@@ -1,6 +1,6 @@
 /*
- * h2_message.c: a request's header fields checked as RFC 9113 8.1-8.3
- * and 8.5 ask (h2_message.h).  A field with a byte its kind may not
+ * h2_message.c: a request's or a response's header fields checked as
+ * RFC 9113 8.1-8.3 and 8.5 ask (h2_message.h).  A field with a byte its kind may not
  * have makes the message malformed, regular fields too: libnghttp2 would
  * only drop those, but not without an invalid-header callback, which the
  * daemon does not set, so it resets their streams, and so does this.
@@ -22,6 +22,8 @@ enum {
     SEEN_HTTP = 1 << 8,    /* :scheme http or https */
     SEEN_SLASH = 1 << 9,   /* :path starts with "/" */
     SEEN_STAR = 1 << 10,   /* :path is "*" */
+    SEEN_STATUS = 1 << 11, /* a response's :status */
+    SEEN_HEAD = 1 << 12,   /* a response to HEAD: no body */
 };
 
 /* The byte classes the checks below use, as integer constant expressions
@@ -79,7 +81,8 @@ enum token {
     T_CONTENT_LENGTH,
     T_TE,
     T_CONNECTION_SPECIFIC, /* 8.2.2 */
-    T_PSEUDO_OTHER,        /* :status, :protocol, any other */
+    T_STATUS,
+    T_PSEUDO_OTHER, /* :protocol, any other */
 };
 
 static bool is(const struct hpack_field *f, const char *s, size_t n)
@@ -93,7 +96,10 @@ static enum token lookup(const struct hpack_field *f)
         switch (f->name_len) {
         case 5: return is(f, ":path", 5) ? T_PATH : T_PSEUDO_OTHER;
         case 7:
-            return is(f, ":method", 7) ? T_METHOD : is(f, ":scheme", 7) ? T_SCHEME : T_PSEUDO_OTHER;
+            return is(f, ":method", 7)   ? T_METHOD
+                   : is(f, ":scheme", 7) ? T_SCHEME
+                   : is(f, ":status", 7) ? T_STATUS
+                                         : T_PSEUDO_OTHER;
         case 10: return is(f, ":authority", 10) ? T_AUTHORITY : T_PSEUDO_OTHER;
         default: return T_PSEUDO_OTHER;
         }
@@ -204,10 +210,78 @@ void h2_message_begin(struct h2_message *m)
     *m = (struct h2_message){.content_length = -1};
 }
 
+void h2_message_begin_response(struct h2_message *m, bool head)
+{
+    *m = (struct h2_message){.response = true, .content_length = -1};
+    if (head)
+        m->seen = SEEN_HEAD;
+}
+
+/* A response's :status (8.3.2): three digits, a code HTTP/2 can carry
+ * (8.6: no 101), or 0. */
+static unsigned parse_status(const struct hpack_field *f)
+{
+    if (f->value_len != 3)
+        return 0;
+    unsigned v = 0;
+    for (size_t i = 0; i < 3; i++) {
+        if (f->value[i] < '0' || f->value[i] > '9')
+            return 0;
+        v = v * 10 + (unsigned)(f->value[i] - '0');
+    }
+    return v < 100 || v == 101 ? 0 : v;
+}
+
+/* One field of a response head or of its trailers, as libnghttp2 1.52's
+ * client checks them (the bytes were checked already). */
+static enum h2_message_verdict response_field(struct h2_message *m, const struct hpack_field *f,
+                                              enum token t, bool trailers)
+{
+    switch (t) {
+    case T_STATUS: {
+        if ((m->seen & SEEN_STATUS) != 0)
+            return H2_MESSAGE_MALFORMED;
+        m->seen |= SEEN_STATUS;
+        unsigned status = parse_status(f);
+        if (status == 0)
+            return H2_MESSAGE_MALFORMED;
+        m->status = (uint16_t)status;
+        break;
+    }
+    case T_CONTENT_LENGTH:
+        /* Not in an interim head nor in trailers (RFC 9110 6.5.1); a
+         * 204's only as "0" (RFC 9110 8.6), which servers send though
+         * they should not. */
+        if (trailers || m->content_length != -1 || (m->seen & SEEN_STATUS) == 0 || m->status < 200)
+            return H2_MESSAGE_MALFORMED;
+        m->content_length = parse_length(f->value, f->value_len);
+        if (m->content_length == -1 || (m->status == 204 && m->content_length != 0))
+            return H2_MESSAGE_MALFORMED;
+        if (m->status == 204)
+            return H2_MESSAGE_DROP; /* as libnghttp2 drops it */
+        break;
+    case T_TE:
+        if (!value_is_nocase(f, "trailers"))
+            return H2_MESSAGE_MALFORMED;
+        break;
+    case T_CONNECTION_SPECIFIC: return H2_MESSAGE_MALFORMED; /* 8.2.2 */
+    case T_METHOD:
+    case T_SCHEME:
+    case T_PATH:
+    case T_AUTHORITY:
+    case T_PSEUDO_OTHER: return H2_MESSAGE_MALFORMED; /* 8.3.2: :status only */
+    case T_HOST:
+    case T_OTHER: break;
+    }
+    return H2_MESSAGE_PASS;
+}
+
 enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpack_field *f,
                                          bool trailers)
 {
     enum token t = lookup(f);
+    if (m->response && t == T_HOST)
+        t = T_OTHER; /* a response's Host is a field as any other */
     if (!name_valid(f) || !field_value_valid(f, t))
         return H2_MESSAGE_MALFORMED;
     bool pseudo = f->name[0] == ':';
@@ -216,6 +290,8 @@ enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpac
         return H2_MESSAGE_MALFORMED;
     if (!pseudo)
         m->seen |= SEEN_REGULAR;
+    if (m->response)
+        return response_field(m, f, t, trailers);
     switch (t) {
     case T_METHOD:
         if (!once(m, f, SEEN_METHOD))
@@ -261,17 +337,38 @@ enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpac
             return H2_MESSAGE_MALFORMED;
         break;
     case T_CONNECTION_SPECIFIC: return H2_MESSAGE_MALFORMED; /* 8.2.2 */
+    case T_STATUS:
     case T_PSEUDO_OTHER:
-        /* :status and :protocol (not offered: no
-         * SETTINGS_ENABLE_CONNECT_PROTOCOL) among them. */
+        /* :protocol (not offered: no SETTINGS_ENABLE_CONNECT_PROTOCOL)
+         * among them. */
         return H2_MESSAGE_MALFORMED;
     case T_OTHER: break;
     }
     return H2_MESSAGE_PASS;
 }
 
+/* A response's head ended (8.3.2, and RFC 9110 6.4.1 for the bodies
+ * that have no bytes whatever content-length says). */
+static bool response_head_end(struct h2_message *m)
+{
+    if ((m->seen & SEEN_STATUS) == 0)
+        return false;
+    if (m->status < 200) {
+        /* Interim: the final head follows, checked afresh. */
+        uint16_t status = m->status;
+        h2_message_begin_response(m, (m->seen & SEEN_HEAD) != 0);
+        m->status = status;
+        return true;
+    }
+    if ((m->seen & SEEN_HEAD) != 0 || m->status == 204 || m->status == 304)
+        m->content_length = 0;
+    return true;
+}
+
 bool h2_message_head_end(struct h2_message *m)
 {
+    if (m->response)
+        return response_head_end(m);
     const uint16_t required = SEEN_METHOD | SEEN_SCHEME | SEEN_PATH;
     if ((m->seen & SEEN_CONNECT) != 0) {
         /* 8.5: :authority alone, and the body has no length. */

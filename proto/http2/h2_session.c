@@ -1,6 +1,6 @@
 /*
- * h2_session.c: the server side of an HTTP/2 connection (h2_session.h):
- * the frame reader's events turned into stream states, windows and
+ * h2_session.c: either side of an HTTP/2 connection (h2_session.h): the
+ * frame reader's events turned into stream states, windows and
  * answers.  Where RFC 9113 leaves the choice between a stream and a
  * connection error, the choice is libnghttp2's, which the server used
  * before; the defences the server had in front of libnghttp2 are
@@ -97,6 +97,16 @@ static bool was_reset(const struct h2_session *s, uint32_t id)
     return false;
 }
 
+/* A stream not open and never opened (5.1): by the peer, past the last
+ * it opened; for a client, whose server may open none (no push), an even
+ * one, or an odd one past the last this side opened. */
+static bool stream_idle(const struct h2_session *s, uint32_t id)
+{
+    if (s->conf.client)
+        return id % 2 == 0 || id > s->local_last_id;
+    return id % 2 == 0 || id > s->last_stream_id;
+}
+
 /* Counts a frame of a kind bounded per interval; false (and the
  * connection ended) past the limit. */
 static bool flood(struct h2_session *s, enum h2_session_flood kind)
@@ -187,12 +197,21 @@ void h2_session_init(struct h2_session *s, const struct h2_session_conf *conf,
     h2_frame_reader_init(&s->reader, conf->max_header_list_size);
     hpack_decoder_init(&s->hpack, 4096);
     hpack_encoder_init(&s->hpack_out, conf->encoder_table_size);
-    uint16_t ids[] = {H2_SETTINGS_MAX_CONCURRENT_STREAMS, H2_SETTINGS_INITIAL_WINDOW_SIZE,
-                      H2_SETTINGS_MAX_HEADER_LIST_SIZE, H2_SETTINGS_ENABLE_PUSH,
-                      H2_SETTINGS_NO_RFC7540_PRIORITIES};
-    uint32_t values[] = {conf->max_concurrent_streams, conf->initial_window_size,
-                         conf->max_header_list_size, 0, 1};
-    h2_frame_write_settings(&s->sink, ids, values, sizeof(ids) / sizeof(ids[0]));
+    uint16_t ids[] = {H2_SETTINGS_INITIAL_WINDOW_SIZE, H2_SETTINGS_MAX_HEADER_LIST_SIZE,
+                      H2_SETTINGS_ENABLE_PUSH, H2_SETTINGS_NO_RFC7540_PRIORITIES,
+                      H2_SETTINGS_MAX_CONCURRENT_STREAMS};
+    uint32_t values[] = {conf->initial_window_size, conf->max_header_list_size, 0, 1,
+                         conf->max_concurrent_streams};
+    size_t count = sizeof(ids) / sizeof(ids[0]);
+    if (conf->client) {
+        /* 3.4: the client's preface, and no server's to read.  A client
+         * announces no stream limit: its server opens none. */
+        static const struct iovec preface = {(void *)H2_PREFACE, H2_PREFACE_LEN};
+        s->sink.write(s->sink.arg, &preface, 1);
+        s->reader.preface_done = true;
+        count--;
+    }
+    h2_frame_write_settings(&s->sink, ids, values, count);
     if (conf->conn_window_size > H2_DEFAULT_WINDOW)
         h2_frame_write_window_update(&s->sink, 0, conf->conn_window_size - H2_DEFAULT_WINDOW);
 }
@@ -237,6 +256,13 @@ static void on_settings(struct h2_session *s, const struct h2_event *ev)
             hpack_encoder_set_peer_size(&s->hpack_out, v);
             break;
         case H2_SETTINGS_MAX_CONCURRENT_STREAMS: s->peer_max_concurrent = v; break;
+        case H2_SETTINGS_ENABLE_PUSH:
+            /* 6.5.2: a server may only say 0. */
+            if (s->conf.client && v != 0) {
+                conn_error(s, H2_PROTOCOL_ERROR, "SETTINGS_ENABLE_PUSH from a server");
+                return;
+            }
+            break;
         case H2_SETTINGS_MAX_FRAME_SIZE: s->peer_max_frame_size = v; break;
         case H2_SETTINGS_NO_RFC7540_PRIORITIES:
             /* RFC 9218 2.1: fixed by the first SETTINGS (the reader
@@ -293,7 +319,7 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
         s->data_stream = id;
         s->data_dropped = false;
         s->data_payload = 0;
-        if (st == NULL && (id > s->last_stream_id || id % 2 == 0)) {
+        if (st == NULL && stream_idle(s, id)) {
             conn_error(s, H2_PROTOCOL_ERROR, "DATA on an idle stream");
             return;
         }
@@ -302,6 +328,13 @@ static void on_data(struct h2_session *s, const struct h2_event *ev)
          * crossed our end of it): dropped, its window given back. */
         if (st != NULL && st->state == H2_STREAM_HALF_CLOSED_REMOTE) {
             conn_error(s, H2_STREAM_CLOSED, "DATA after the stream's end");
+            return;
+        }
+        /* Before any response head: the connection's error, as
+         * libnghttp2's client makes it (after an interim head, the
+         * stream's: h2_message_body_ok()). */
+        if (st != NULL && st->msg.response && st->msg.status == 0) {
+            conn_error(s, H2_PROTOCOL_ERROR, "DATA before the response's HEADERS");
             return;
         }
         s->data_dropped = st == NULL;
@@ -398,6 +431,7 @@ static int block_field(void *arg, const struct hpack_field *f)
          * scratch must keep this field until it is indexed. */
         b->malformed = true;
         return 0;
+    case H2_MESSAGE_DROP: return 0;
     case H2_MESSAGE_PASS: break;
     }
     /* Still checked past the limit: a malformed request is reset, not
@@ -418,6 +452,7 @@ static void block_cut(struct h2_session *s, uint32_t id, enum h2_block_kind kind
 {
     if (kind == H2_BLOCK_REQUEST && h2_session_stream(s, id) != NULL)
         s->ops->headers(s->arg, id, kind, H2_HEAD_CUT, false);
+    /* A response's is the connection's end alone: its streams fail. */
     conn_error(s, H2_ENHANCE_YOUR_CALM, why);
 }
 
@@ -445,10 +480,10 @@ static void block_decode(struct h2_session *s, uint32_t id, enum h2_block_kind k
     struct h2_session_stream *st = h2_session_stream(s, id);
     if (st == NULL)
         return;
-    /* 8.1: trailers end the stream; 8.3.1: a request has its
-     * pseudo-headers; 8.1.1: the body came whole. */
+    /* 8.1: trailers end the stream; 8.3.1 and 8.3.2: a head has its
+     * pseudo-headers; 8.1.1: the body came whole (after a final head). */
     if ((kind == H2_BLOCK_TRAILERS && !end) ||
-        (kind == H2_BLOCK_REQUEST && !h2_message_head_end(&st->msg)) ||
+        (kind != H2_BLOCK_TRAILERS && !h2_message_head_end(&st->msg)) ||
         (end && !h2_message_body_ok(&st->msg, st->body_received, true))) {
         stream_error(s, id, H2_PROTOCOL_ERROR);
         return;
@@ -463,10 +498,36 @@ static void block_decode(struct h2_session *s, uint32_t id, enum h2_block_kind k
         st->state = H2_STREAM_HALF_CLOSED_REMOTE;
 }
 
+/* block_stream() for a client: a response head until the final one
+ * came, then trailers. */
+static bool block_stream_client(struct h2_session *s, uint32_t id, enum h2_block_kind *kind)
+{
+    struct h2_session_stream *st = h2_session_stream(s, id);
+    if (st != NULL) {
+        if (st->state == H2_STREAM_HALF_CLOSED_REMOTE) {
+            conn_error(s, H2_STREAM_CLOSED, "HEADERS after the stream's end");
+            return false;
+        }
+        *kind = h2_message_final(&st->msg) ? H2_BLOCK_TRAILERS : H2_BLOCK_RESPONSE;
+        return true;
+    }
+    if (stream_idle(s, id)) {
+        conn_error(s, H2_PROTOCOL_ERROR, "HEADERS on a stream the client did not open");
+        return false;
+    }
+    /* Closed: reset by this side (a response the server sent before it
+     * saw the reset), or ended; dropped, as libnghttp2's client drops
+     * it, however many streams ago it closed. */
+    *kind = H2_BLOCK_DISCARD;
+    return true;
+}
+
 /* The stream a header block is for, opened if new; H2_BLOCK_DISCARD
  * when none takes it; false when the connection ended. */
 static bool block_stream(struct h2_session *s, uint32_t id, enum h2_block_kind *kind)
 {
+    if (s->conf.client)
+        return block_stream_client(s, id, kind);
     *kind = H2_BLOCK_REQUEST;
     struct h2_session_stream *st = h2_session_stream(s, id);
     if (id % 2 == 0) {
@@ -527,7 +588,7 @@ static void on_rst_stream(struct h2_session *s, const struct h2_event *ev)
 {
     uint32_t id = ev->hd.stream_id;
     struct h2_session_stream *st = h2_session_stream(s, id);
-    if (st == NULL && (id > s->last_stream_id || id % 2 == 0)) {
+    if (st == NULL && stream_idle(s, id)) {
         conn_error(s, H2_PROTOCOL_ERROR, "RST_STREAM on an idle stream");
         return;
     }
@@ -559,7 +620,7 @@ static void on_window_update(struct h2_session *s, const struct h2_event *ev)
     }
     struct h2_session_stream *st = h2_session_stream(s, id);
     if (st == NULL) {
-        if (id > s->last_stream_id || id % 2 == 0)
+        if (stream_idle(s, id))
             conn_error(s, H2_PROTOCOL_ERROR, "WINDOW_UPDATE on an idle stream");
         return; /* closed: it crossed our end of it */
     }
@@ -569,6 +630,38 @@ static void on_window_update(struct h2_session *s, const struct h2_event *ev)
     }
     st->send_window += (int32_t)ev->increment;
     s->ops->window(s->arg, id);
+}
+
+static void on_goaway(struct h2_session *s, const struct h2_event *ev)
+{
+    uint32_t last = ev->goaway.last_stream_id;
+    /* It names a stream this side may open (5.1.1: even for a server,
+     * odd for a client, or 0), and never a higher one than before (6.8). */
+    if ((last != 0 && last % 2 != (s->conf.client ? 1u : 0u)) ||
+        (s->goaway_received && last > s->peer_goaway_last_id)) {
+        conn_error(s, H2_PROTOCOL_ERROR, "GOAWAY naming a stream it may not");
+        return;
+    }
+    s->goaway_received = true;
+    s->peer_goaway_last_id = last;
+    if (s->ops->goaway != NULL)
+        s->ops->goaway(s->arg, last, ev->goaway.code);
+    /* 6.8: the server did nothing with the streams above `last`: they end
+     * as refused (the caller may send them again), as libnghttp2 ends
+     * them.  One at a time, from the start: the callback may reset
+     * others. */
+    for (bool found = true; found && s->error == H2_NO_ERROR;) {
+        found = false;
+        for (uint32_t i = 0; i < s->stream_count; i++) {
+            uint32_t id = s->streams[i].id;
+            if (id > last && id % 2 == 1 && s->conf.client) {
+                stream_forget(s, &s->streams[i]);
+                s->ops->reset(s->arg, id, H2_REFUSED_STREAM, true);
+                found = true;
+                break;
+            }
+        }
+    }
 }
 
 /* The reader's events (h2_event_fn); nonzero once the connection ended. */
@@ -596,25 +689,13 @@ static int on_event(void *arg, const struct h2_event *ev)
             h2_frame_write_ping(&s->sink, ev->ping, true);
         }
         break;
-    case H2_EV_GOAWAY:
-        /* It names a stream this side may open (even: 5.1.1), and never
-         * a higher one than before (6.8). */
-        if (ev->goaway.last_stream_id % 2 != 0 ||
-            (s->goaway_received && ev->goaway.last_stream_id > s->peer_goaway_last_id)) {
-            conn_error(s, H2_PROTOCOL_ERROR, "GOAWAY naming a stream it may not");
-            break;
-        }
-        s->goaway_received = true;
-        s->peer_goaway_last_id = ev->goaway.last_stream_id;
-        if (s->ops->goaway != NULL)
-            s->ops->goaway(s->arg, ev->goaway.last_stream_id, ev->goaway.code);
-        break;
+    case H2_EV_GOAWAY: on_goaway(s, ev); break;
     case H2_EV_WINDOW_UPDATE: on_window_update(s, ev); break;
     case H2_EV_STREAM_ERROR: {
         uint32_t id = ev->hd.stream_id;
         if (h2_session_stream(s, id) != NULL)
             stream_error(s, id, (enum h2_error)ev->code);
-        else if (id > s->last_stream_id || id % 2 == 0)
+        else if (stream_idle(s, id))
             conn_error(s, H2_PROTOCOL_ERROR, "frame on an idle stream");
         break;
     }
@@ -639,8 +720,8 @@ size_t h2_session_recv(struct h2_session *s, const uint8_t *in, size_t len, uint
     if (s->reader.wait != H2_WAIT_NONE && (wait == H2_WAIT_NONE || s->reader.frames != frames))
         s->wait_since_ms = now_ms;
     uint32_t id = err.stream_id;
-    if (err.code != H2_NO_ERROR && err.block_cut && s->error == H2_NO_ERROR && id % 2 == 1 &&
-        id > s->last_stream_id && !s->goaway_sent &&
+    if (err.code != H2_NO_ERROR && err.block_cut && s->error == H2_NO_ERROR && !s->conf.client &&
+        id % 2 == 1 && id > s->last_stream_id && !s->goaway_sent &&
         s->stream_count < s->conf.max_concurrent_streams) {
         /* A request the block would have opened opens, so that it can be
          * answered before the GOAWAY; any other block's cut is the
@@ -740,6 +821,28 @@ int h2_session_send_fields(struct h2_session *s, uint32_t stream_id,
     return rc;
 }
 
+uint32_t h2_session_request(struct h2_session *s, const struct hpack_field *fields,
+                            const uint8_t *how, size_t n, bool end_stream, bool head)
+{
+    assert(s->conf.client);
+    if (s->error != H2_NO_ERROR || s->goaway_sent || s->goaway_received ||
+        s->stream_count >= s->peer_max_concurrent || s->local_last_id >= H2_SESSION_LAST_STREAM_ID)
+        return 0;
+    /* 5.1.1: the next odd id, each above every one before. */
+    uint32_t id = s->local_last_id + (s->local_last_id == 0 ? 1 : 2);
+    struct h2_session_stream *st = stream_add(s, id);
+    if (st == NULL)
+        return 0;
+    h2_message_begin_response(&st->msg, head);
+    s->local_last_id = id;
+    if (h2_session_send_fields(s, id, fields, how, n, end_stream) != 0) {
+        /* Nothing went: the id stays used, the stream forgotten. */
+        stream_forget(s, h2_session_stream(s, id));
+        return 0;
+    }
+    return id;
+}
+
 void h2_session_want_send(struct h2_session *s, uint32_t stream_id, bool want)
 {
     struct h2_session_stream *st = h2_session_stream(s, stream_id);
@@ -822,7 +925,7 @@ void h2_session_goaway(struct h2_session *s, enum h2_error code)
     s->shutdown_notice = false;
     if (code != H2_NO_ERROR) {
         s->error = code;
-        s->why = "closed by the server";
+        s->why = s->conf.client ? "closed by the client" : "closed by the server";
     }
 }
 

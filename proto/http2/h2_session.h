@@ -1,12 +1,22 @@
 /*
- * h2_session.h: the server side of an HTTP/2 connection (RFC 9113) as a
- * state machine without a socket: fed the client's bytes, it checks them
+ * h2_session.h: either side of an HTTP/2 connection (RFC 9113) as a
+ * state machine without a socket: fed the peer's bytes, it checks them
  * with the frame reader (h2_frame.h), keeps the settings, the
  * flow-control windows and the streams' states, answers SETTINGS and
  * PING, and enforces the flood limits the server had in front of
  * libnghttp2; it passes request heads, trailers and bodies to its caller,
  * and writes frames, responses included, to a sink.  The HTTP/2 server
  * (http2.c) runs on it.
+ *
+ * The client side (conf.client) is the same machine with the roles
+ * swapped where RFC 9113 swaps them: it writes the connection preface
+ * and reads none, opens the odd streams itself (h2_session_request()),
+ * takes no stream the server would open (no push: any frame on an even
+ * stream is a connection error), and checks response heads as 8.3.2
+ * asks (h2_message.h: :status alone, interim 1xx heads before the
+ * final one, content-length against DATA).  A GOAWAY from the server
+ * ends the streams above its last stream id as refused, which the
+ * caller may send again elsewhere.
  *
  * Its clocks are the caller's: the times of the reads that consumed a
  * frame and that began what waits unfinished in the input (a frame
@@ -42,11 +52,14 @@
 #include <stddef.h>
 #include <stdint.h>
 
-/* What the server announces and enforces (from struct http2_conf). */
+/* What the session announces and enforces (the server's from struct
+ * http2_conf). */
 struct h2_session_conf {
-    uint32_t max_concurrent_streams;
-    uint32_t initial_window_size; /* per stream, for request bodies */
-    uint32_t conn_window_size;    /* for the connection, at least 65535 */
+    /* The client side: preface written, streams opened by this side. */
+    bool client;
+    uint32_t max_concurrent_streams; /* of streams the peer opens; unused by a client */
+    uint32_t initial_window_size;    /* per stream, for the bodies received */
+    uint32_t conn_window_size;       /* for the connection, at least 65535 */
     uint32_t max_header_list_size;
     unsigned max_resets; /* RST_STREAM (and refused streams) per interval */
     uint32_t reset_interval_ms;
@@ -80,6 +93,8 @@ enum h2_block_kind {
     H2_BLOCK_DISCARD,  /* for no stream (refused, reset, after GOAWAY):
                         * decoded for HPACK's table, then dropped; never
                         * passed to the caller */
+    H2_BLOCK_RESPONSE, /* a response head, interim (1xx) or final: the
+                        * stream's h2_message.status says which */
 };
 
 /* How a header block ended. */
@@ -96,26 +111,27 @@ enum h2_head {
 };
 
 struct h2_session_ops {
-    /* A checked header field of a request head or of its trailers (the
-     * span is valid during the call only).  Called while the block is
-     * being decoded: it may not send, nor reset the stream. */
+    /* A checked header field of a request or response head or of its
+     * trailers (the span is valid during the call only).  Called while
+     * the block is being decoded: it may not send, nor reset the stream. */
     void (*field)(void *arg, uint32_t stream_id, enum h2_block_kind kind,
                   const struct hpack_field *f);
-    /* The block's end, after its fields; `end_stream`: the client's half
+    /* The block's end, after its fields; `end_stream`: the peer's half
      * ends with it.  A malformed block never gets here: its stream is
      * reset (the reset callback, maybe after some of its fields) instead.
      * It may answer (h2_session_send_fields()) or reset the stream. */
     void (*headers)(void *arg, uint32_t stream_id, enum h2_block_kind kind, enum h2_head head,
                     bool end_stream);
-    /* Request body bytes (maybe none), in order; `end_stream` on the last.
+    /* Body bytes (maybe none), in order; `end_stream` on the last.
      * Their window comes back with h2_session_consume(). */
     void (*data)(void *arg, uint32_t stream_id, const uint8_t *data, size_t len, bool end_stream);
-    /* The stream is gone: reset by the client (`by_peer`) or by this
-     * side for a stream error, with `code`. */
+    /* The stream is gone: reset by the peer (`by_peer`) or by this
+     * side for a stream error, with `code`.  For a client, the streams
+     * a GOAWAY leaves out come here too, by_peer, H2_REFUSED_STREAM. */
     void (*reset)(void *arg, uint32_t stream_id, uint32_t code, bool by_peer);
     /* A send window opened: the stream's, or the connection's (0). */
     void (*window)(void *arg, uint32_t stream_id);
-    /* The client sent GOAWAY, or a PING ACK (optional: NULL ignores). */
+    /* The peer sent GOAWAY, or a PING ACK (optional: NULL ignores). */
     void (*goaway)(void *arg, uint32_t last_stream_id, uint32_t code);
     void (*ping_ack)(void *arg, const uint8_t data[8]);
     /* Both halves of the stream ended (not by a reset): it is forgotten.
@@ -181,7 +197,8 @@ struct h2_session {
     int64_t send_window;     /* the connection's */
     int64_t recv_window;     /* the connection's: what the client may still send */
     uint32_t recv_unacked;   /* given back by the caller, not yet in a WINDOW_UPDATE */
-    uint32_t last_stream_id; /* the highest the client opened */
+    uint32_t last_stream_id; /* the highest the peer opened (a client's: 0) */
+    uint32_t local_last_id;  /* the highest this side opened (a client's) */
     uint32_t goaway_last_id; /* of the GOAWAY sent; streams above it are not taken */
     bool goaway_sent;
     /* A graceful stop's first GOAWAY went out (h2_session_shutdown()),
@@ -259,6 +276,15 @@ int h2_session_send_headers(struct h2_session *s, uint32_t stream_id, const uint
  * stream cannot send or they pass the window. */
 int h2_session_send_data(struct h2_session *s, uint32_t stream_id, const struct iovec *iov,
                          int count, bool end_stream);
+
+/* A client's request: opens the next stream and sends its head as
+ * h2_session_send_fields() does (`fields` from ":method" on, `head`: the
+ * method is HEAD, so the response has no body).  Returns the stream's
+ * id, or 0 when no stream may open: the server's GOAWAY came or ours
+ * went, the server's SETTINGS_MAX_CONCURRENT_STREAMS are open, the ids
+ * ran out, or memory failed. */
+uint32_t h2_session_request(struct h2_session *s, const struct hpack_field *fields,
+                            const uint8_t *how, size_t n, bool end_stream, bool head);
 
 /* Whether the caller has body bytes queued for the stream, waiting for
  * its turn and its window (h2_session_next_sender()). */

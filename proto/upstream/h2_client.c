@@ -3,14 +3,16 @@
  * by the streams of a worker's requests to one server, flow control per
  * stream (the backend's window opens only as the client takes the bytes),
  * request bodies and trailers, and the retry of streams the backend never
- * processed.
+ * processed.  Each connection's HTTP/2 is the client side of corral's
+ * session (h2_session.h), which checks the backend's frames and response
+ * heads (RFC 9113 8.3.2) and holds the limits.
  */
 #include "proto/upstream/h2_client.h"
 
 #include <assert.h>
 #include <ctype.h>
 #include <errno.h>
-#include <pthread.h>
+#include <limits.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -18,6 +20,16 @@
  * stream, and the connection's is consumed as bytes arrive, so that a
  * stalled stream never stalls the others. */
 #define CONN_WINDOW (16 * 1024 * 1024)
+/* A response's header list (RFC 9113 6.5.2), and a field's name and
+ * value, as libnghttp2 bounded a field; a header block waits whole in the
+ * connection's input, below its high watermark (256 KiB). */
+#define HEADER_LIST_MAX HTTP2_HPACK_MAX_STRING
+/* The most request body bytes a stream sends in one turn of the
+ * round-robin between the streams that have some. */
+#define SEND_TURN (4 * H2_MIN_FRAME_SIZE)
+
+/* Where the sessions of a worker decode Huffman-coded strings. */
+static _Thread_local uint8_t h2c_scratch[HEADER_LIST_MAX];
 
 static void h2c_flush(struct h2_client *c);
 static void h2c_schedule(struct h2_client *c);
@@ -38,10 +50,11 @@ static bool connection_specific(struct http_str name)
     return false;
 }
 
-static nghttp2_nv make_nv(const char *name, size_t name_len, const char *value, size_t value_len)
+static struct hpack_field make_nv(const char *name, size_t name_len, const char *value,
+                                  size_t value_len)
 {
-    return (nghttp2_nv){(uint8_t *)name, (uint8_t *)value, name_len, value_len,
-                        NGHTTP2_NV_FLAG_NO_COPY_NAME | NGHTTP2_NV_FLAG_NO_COPY_VALUE};
+    return (struct hpack_field){(const uint8_t *)name, name_len, (const uint8_t *)value, value_len,
+                                false};
 }
 
 /* One "name: value" line of `lines` from *pos: its parts (the name
@@ -68,7 +81,8 @@ static bool next_field(char *lines, size_t len, size_t *pos, struct http_str *na
     return false;
 }
 
-size_t h2_client_head_nv(char *head, size_t len, const char *scheme, nghttp2_nv *nv, size_t max)
+size_t h2_client_head_nv(char *head, size_t len, const char *scheme, struct hpack_field *nv,
+                         size_t max)
 {
     char *eol = memchr(head, '\n', len);
     char *sp1 = memchr(head, ' ', len);
@@ -151,14 +165,25 @@ static void h2c_unlist(struct h2_client *c)
     c->listed = false;
 }
 
-/* Takes `st` off its connection: nghttp2 no longer reaches it. */
+/* The stream `id` of `c`, or NULL. */
+static struct h2_client_stream *stream_find(const struct h2_client *c, uint32_t id)
+{
+    for (struct h2_client_stream *st = c->streams; st != NULL; st = st->next)
+        if (st->id == (int32_t)id)
+            return st;
+    return NULL;
+}
+
+/* Takes `st` off its connection: a stream still open in the session is
+ * reset (CANCEL), so that the backend stops and the session forgets it. */
 static void stream_unlink(struct h2_client_stream *st)
 {
     struct h2_client *c = st->conn;
     if (c == NULL)
         return;
-    if (!c->dead && st->id > 0)
-        nghttp2_session_set_stream_user_data(c->session, st->id, NULL);
+    if (!c->dead && c->session_up && st->id > 0 &&
+        h2_session_stream(&c->session, (uint32_t)st->id) != NULL)
+        h2_session_reset(&c->session, (uint32_t)st->id, H2_CANCEL);
     if (st->prev != NULL)
         st->prev->next = st->next;
     else
@@ -241,94 +266,247 @@ static void stream_retry(struct h2_client_stream *st, struct h2_client *from)
     }
 }
 
-static ssize_t read_body(nghttp2_session *session, int32_t stream_id, uint8_t *buf, size_t length,
-                         uint32_t *flags, nghttp2_data_source *source, void *user)
+/* The request's trailer lines as fields (what HTTP/2 forbids left
+ * out), pointing into st->trailers; their count. */
+static size_t trailer_fields(struct h2_client_stream *st, struct hpack_field *f, size_t max)
 {
-    (void)source;
-    struct h2_client *c = user;
-    struct h2_client_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (st == NULL)
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* cancelled: reset */
-    size_t n = st->len - st->sent < length ? st->len - st->sent : length;
-    if (n > 0) { /* data may be NULL otherwise */
-        memcpy(buf, st->data + st->sent, n);
-        st->progress_ms = h2c_now(c);
+    size_t count = 0, pos = 0;
+    struct http_str name, value;
+    while (count < max && next_field(st->trailers, st->trailers_len, &pos, &name, &value))
+        if (!connection_specific(name) && !http_str_equal_nocase(name, "te"))
+            f[count++] = make_nv(name.data, name.len, value.data, value.len);
+    return count;
+}
+
+/* One turn of a stream's request body: as much as the windows let go, up
+ * to SEND_TURN, then its end (END_STREAM, or the trailers) once whole. */
+static void stream_send_turn(struct h2_client *c, struct h2_client_stream *st)
+{
+    uint32_t id = (uint32_t)st->id;
+    size_t n = st->len - st->sent, window = h2_session_send_window(&c->session, id);
+    if (n > window)
+        n = window;
+    if (n > SEND_TURN)
+        n = SEND_TURN;
+    bool done = st->body_end && st->sent + n == st->len;
+    struct hpack_field trailers[64];
+    size_t count = done && st->trailers_len > 0 ? trailer_fields(st, trailers, 64) : 0;
+    if (n > 0 || (done && count == 0)) {
+        struct iovec iov = {st->data + st->sent, n};
+        int rc = h2_session_send_data(&c->session, id, &iov, 1, done && count == 0);
+        assert(rc == 0);
+        (void)rc;
+        if (n > 0)
+            st->progress_ms = h2c_now(c);
+        st->sent += n;
     }
-    st->sent += n;
     if (!st->replayable || st->sent > H2_CLIENT_REPLAY_MAX)
         stream_drop_replay(st);
     if (st->paused && st->len - st->sent < H2_CLIENT_SEND_BUFFER / 2)
         c->drains_owed = true;
-    if (st->len > st->sent || !st->body_end)
-        return n > 0 ? (ssize_t)n : NGHTTP2_ERR_DEFERRED;
-    *flags |= NGHTTP2_DATA_FLAG_EOF;
-    if (st->trailers_len > 0) {
-        nghttp2_nv nv[64];
-        size_t count = 0, pos = 0;
-        struct http_str name, value;
-        while (count < 64 && next_field(st->trailers, st->trailers_len, &pos, &name, &value))
-            if (!connection_specific(name) && !http_str_equal_nocase(name, "te"))
-                nv[count++] = make_nv(name.data, name.len, value.data, value.len);
-        if (count > 0 && nghttp2_submit_trailer(session, stream_id, nv, count) == 0)
-            *flags |= NGHTTP2_DATA_FLAG_NO_END_STREAM;
+    if (done) {
+        if (count > 0 &&
+            h2_session_send_fields(&c->session, id, trailers, NULL, count, true) != 0) {
+            stream_fail(st, PROXY_ERROR_RESET, true);
+            return;
+        }
+        h2_session_want_send(&c->session, id, false);
+        st->sent_all = true;
+        stream_arm(st);
+    } else if (st->sent == st->len) {
+        h2_session_want_send(&c->session, id, false); /* until more comes */
     }
-    st->sent_all = true;
-    stream_arm(st);
-    return (ssize_t)n;
 }
 
-/* ------------------------------------------------------- nghttp2 callbacks */
-
-static int on_begin_headers(nghttp2_session *session, const nghttp2_frame *frame, void *user)
+/* Request bodies, stream by stream in turn, while the windows and the
+ * socket take them. */
+static void h2c_send_bodies(struct h2_client *c)
 {
-    (void)user;
-    struct h2_client_stream *st =
-        nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (st != NULL)
-        st->in.len = 0; /* an interim head's lines are dropped */
-    return 0;
+    uint32_t id;
+    while (!c->dead && !corral_conn_backed_up(c->base.conn) &&
+           (id = h2_session_next_sender(&c->session)) != 0) {
+        struct h2_client_stream *st = stream_find(c, id);
+        if (st == NULL) {
+            h2_session_want_send(&c->session, id, false);
+            continue;
+        }
+        stream_send_turn(c, st);
+    }
 }
 
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user)
+/* Puts the streams waiting on `c` on the wire, as many as the backend
+ * takes: one until its SETTINGS say how many. */
+static void h2c_open_streams(struct h2_client *c)
 {
-    (void)flags, (void)user;
-    struct h2_client_stream *st =
-        nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (st == NULL || frame->hd.type != NGHTTP2_HEADERS)
-        return 0;
-    struct http_str n = {(const char *)name, namelen}, v = {(const char *)value, valuelen};
-    if (namelen > 0 && name[0] == ':') {
-        /* nghttp2 checked the pseudo-fields: one :status of 3 digits */
-        if (!st->head_done && http_str_equal_nocase(n, ":status") && valuelen == 3)
-            st->status =
-                (unsigned)((value[0] - '0') * 100 + (value[1] - '0') * 10 + (value[2] - '0'));
-        return 0;
+    struct h2_session *s = &c->session;
+    uint32_t limit = s->reader.settings_seen ? s->peer_max_concurrent : 1;
+    for (struct h2_client_stream *st = c->streams, *next; st != NULL; st = next) {
+        next = st->next;
+        if (st->id != 0)
+            continue;
+        if (c->dead || s->stream_count >= limit || s->goaway_received || s->error != H2_NO_ERROR)
+            return;
+        uint32_t id =
+            h2_session_request(s, st->nv, NULL, st->nvlen, !st->has_body, st->head_method);
+        if (id == 0) {
+            /* Its ids ran out, or memory: no new stream here. */
+            h2c_unlist(c);
+            stream_retry(st, c);
+            next = c->streams;
+            continue;
+        }
+        st->id = (int32_t)id;
+        st->content_length = -1;
+        st->headers_sent = true;
+        if (!st->has_body) {
+            st->sent_all = true;
+            stream_arm(st);
+        } else if (st->len > st->sent || st->body_end) {
+            h2_session_want_send(s, id, true);
+        }
     }
-    if (!st->head_done && http_str_equal_nocase(n, "content-length")) {
+}
+
+/* ------------------------------------------------------ session callbacks */
+
+static void h2c_field(void *arg, uint32_t id, enum h2_block_kind kind, const struct hpack_field *f)
+{
+    struct h2_client_stream *st = stream_find(arg, id);
+    if (st == NULL || st->invalid)
+        return;
+    struct http_str n = {(const char *)f->name, f->name_len};
+    struct http_str v = {(const char *)f->value, f->value_len};
+    if (f->name_len > 0 && f->name[0] == ':') {
+        /* The session checked it: the one :status, of 3 digits, first in
+         * each head (an interim head's lines are dropped). */
+        st->status =
+            (unsigned)((f->value[0] - '0') * 100 + (f->value[1] - '0') * 10 + (f->value[2] - '0'));
+        st->in.len = 0;
+        return;
+    }
+    if (kind == H2_BLOCK_RESPONSE && http_str_equal_nocase(n, "content-length")) {
         uint64_t length = 0;
-        for (size_t i = 0; i < valuelen && length < (UINT64_C(1) << 60); i++)
-            length = length * 10 + (uint64_t)(value[i] - '0'); /* digits: nghttp2 checked */
+        for (size_t i = 0; i < f->value_len && length < (UINT64_C(1) << 60); i++)
+            length = length * 10 + (uint64_t)(f->value[i] - '0'); /* digits: checked */
         st->content_length = (int64_t)length;
     }
-    if (st->in.len + namelen + valuelen + 4 > st->head_limit) {
-        st->invalid = true;
-        return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE; /* the stream is reset */
+    if (st->in.len + f->name_len + f->value_len + 4 > st->head_limit) {
+        st->invalid = true; /* failed once the block ends */
+        return;
     }
     http1_client_head_add_header(&st->in, n, v);
-    return 0;
 }
+
+static void stream_head(struct h2_client *c, struct h2_client_stream *st, bool end);
+static void stream_finish(struct h2_client_stream *st, bool trailers);
+
+static void h2c_headers(void *arg, uint32_t id, enum h2_block_kind kind, enum h2_head head,
+                        bool end)
+{
+    struct h2_client *c = arg;
+    struct h2_client_stream *st = stream_find(c, id);
+    if (st == NULL)
+        return;
+    if (st->invalid || head != H2_HEAD_OK) {
+        h2_session_reset(&c->session, id, H2_INTERNAL_ERROR);
+        stream_fail(st, PROXY_ERROR_INVALID, true);
+        return;
+    }
+    stream_arm(st);
+    if (kind == H2_BLOCK_TRAILERS) {
+        stream_finish(st, true); /* the session saw END_STREAM */
+        return;
+    }
+    if (st->status < 200) {
+        st->in.len = 0; /* interim: the final head follows */
+        return;
+    }
+    stream_head(c, st, end);
+}
+
+static void h2c_data(void *arg, uint32_t id, const uint8_t *data, size_t len, bool end)
+{
+    struct h2_client *c = arg;
+    /* The connection's window opens at once: only the stream's waits. */
+    h2_session_consume(&c->session, 0, len);
+    struct h2_client_stream *st = stream_find(c, id);
+    if (st == NULL || !st->head_done) {
+        h2_session_consume_stream(&c->session, id, len);
+        return;
+    }
+    stream_arm(st);
+    if (len > 0) {
+        st->held += len;
+        st->ops->on_body(st->owner, (const char *)data, len);
+    }
+    /* The owner may have let go meanwhile. */
+    if (end && stream_find(c, id) == st)
+        stream_finish(st, false);
+}
+
+/* Reset by the backend (`by_peer`, refused streams above a GOAWAY's last
+ * stream id among them), or by the session: a malformed response, or a
+ * window broken. */
+static void h2c_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
+{
+    struct h2_client *c = arg;
+    struct h2_client_stream *st = stream_find(c, id);
+    if (st == NULL)
+        return;
+    if (st->invalid) {
+        stream_fail(st, PROXY_ERROR_INVALID, true);
+        return;
+    }
+    /* Refused (RFC 9113 8.7), or above a GOAWAY's last stream ID: the
+     * backend did nothing with it. */
+    if (by_peer && !st->head_done && (code == H2_REFUSED_STREAM || !st->headers_sent)) {
+        stream_retry(st, c);
+        return;
+    }
+    stream_fail(st, PROXY_ERROR_RESET, true);
+}
+
+static void h2c_window(void *arg, uint32_t id)
+{
+    (void)id;
+    h2c_schedule(arg);
+}
+
+/* No new stream here; the session ends those above its last stream ID
+ * as refused, and they go elsewhere (stream_retry()), as do those not
+ * sent yet. */
+static void h2c_goaway(void *arg, uint32_t last_stream_id, uint32_t code)
+{
+    (void)last_stream_id, (void)code;
+    struct h2_client *c = arg;
+    c->goaway = true;
+    h2c_unlist(c);
+    for (struct h2_client_stream *st = c->streams, *next; st != NULL; st = next) {
+        next = st->next;
+        if (st->id == 0) {
+            stream_retry(st, c);
+            next = c->streams;
+        }
+    }
+}
+
+static const struct h2_session_ops h2c_ops = {
+    .field = h2c_field,
+    .headers = h2c_headers,
+    .data = h2c_data,
+    .reset = h2c_reset,
+    .window = h2c_window,
+    .goaway = h2c_goaway,
+};
 
 /* The response is complete: its owner gets it, with the trailers.  A
  * request still being sent (the backend answered early, RFC 9113 8.1)
  * stops: its stream is reset, or it would stay open on our side. */
 static void stream_finish(struct h2_client_stream *st, bool trailers)
 {
-    if (!st->sent_all && st->conn != NULL && !st->conn->dead) {
-        nghttp2_submit_rst_stream(st->conn->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
+    /* stream_unlink() resets a stream whose request is still going. */
+    if (st->conn != NULL)
         h2c_schedule(st->conn);
-    }
     struct h1_head_buf in = st->in;
     st->in = (struct h1_head_buf){0};
     const struct h2_client_ops *ops = st->ops;
@@ -353,8 +531,8 @@ static void stream_head(struct h2_client *c, struct h2_client_stream *st, bool e
     if (in.failed || headers == NULL) {
         free(headers);
         free(in.data);
-        st->invalid = true;
-        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_INTERNAL_ERROR);
+        h2_session_reset(&c->session, (uint32_t)st->id, H2_INTERNAL_ERROR);
+        stream_fail(st, PROXY_ERROR_INVALID, true);
         return;
     }
     size_t n = 0, pos = 0;
@@ -373,134 +551,37 @@ static void stream_head(struct h2_client *c, struct h2_client_stream *st, bool e
     free(headers);
     free(in.data);
     /* The owner may have let go meanwhile, and freed the stream. */
-    if (nghttp2_session_get_stream_user_data(c->session, id) != st)
+    if (stream_find(c, (uint32_t)id) != st)
         return;
     stream_drop_replay(st);
     if (end)
         stream_finish(st, false);
 }
 
-static int on_frame_recv(nghttp2_session *session, const nghttp2_frame *frame, void *user)
-{
-    struct h2_client *c = user;
-    if (frame->hd.type == NGHTTP2_SETTINGS && !(frame->hd.flags & NGHTTP2_FLAG_ACK)) {
-        c->settings_received = true;
-        return 0;
-    }
-    if (frame->hd.type == NGHTTP2_GOAWAY) {
-        /* No new stream here; nghttp2 closes those above its last stream
-         * ID as refused, and they go elsewhere (stream_retry()). */
-        c->goaway = true;
-        h2c_unlist(c);
-        return 0;
-    }
-    struct h2_client_stream *st =
-        nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (st == NULL)
-        return 0;
-    bool end = (frame->hd.flags & NGHTTP2_FLAG_END_STREAM) != 0;
-    stream_arm(st);
-    if (frame->hd.type == NGHTTP2_HEADERS) {
-        if (!st->head_done) {
-            if (st->status < 200) {
-                if (st->status == 101 || end) { /* no upgrade here; nor an end without a head */
-                    st->invalid = true;
-                    return NGHTTP2_ERR_TEMPORAL_CALLBACK_FAILURE;
-                }
-                st->in.len = 0; /* interim: the final head follows */
-                return 0;
-            }
-            stream_head(c, st, end);
-            return 0;
-        }
-        if (end)
-            stream_finish(st, true);
-        return 0;
-    }
-    if (frame->hd.type == NGHTTP2_DATA && end && st->head_done)
-        stream_finish(st, false);
-    return 0;
-}
-
-static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
-                         const uint8_t *data, size_t len, void *user)
-{
-    (void)flags, (void)user;
-    /* The connection's window opens at once: only the stream's waits. */
-    nghttp2_session_consume_connection(session, len);
-    struct h2_client_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (st == NULL || !st->head_done) {
-        nghttp2_session_consume_stream(session, stream_id, len);
-        return 0;
-    }
-    st->held += len;
-    st->ops->on_body(st->owner, (const char *)data, len);
-    return 0;
-}
-
-static int on_frame_send(nghttp2_session *session, const nghttp2_frame *frame, void *user)
-{
-    (void)user;
-    if (frame->hd.type != NGHTTP2_HEADERS)
-        return 0;
-    struct h2_client_stream *st =
-        nghttp2_session_get_stream_user_data(session, frame->hd.stream_id);
-    if (st == NULL || st->headers_sent)
-        return 0;
-    st->headers_sent = true;
-    if (!st->has_body) {
-        st->sent_all = true;
-        stream_arm(st);
-    }
-    return 0;
-}
-
-static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
-                           void *user)
-{
-    struct h2_client *c = user;
-    struct h2_client_stream *st = nghttp2_session_get_stream_user_data(session, stream_id);
-    if (st == NULL)
-        return 0;
-    if (st->invalid) {
-        stream_fail(st, PROXY_ERROR_INVALID, true);
-        return 0;
-    }
-    /* Refused (RFC 9113 8.7), or above a GOAWAY's last stream ID, which
-     * nghttp2 closes as refused: the backend did nothing with it. */
-    if (!st->head_done && (error_code == NGHTTP2_REFUSED_STREAM || !st->headers_sent)) {
-        stream_retry(st, c);
-        return 0;
-    }
-    stream_fail(st, PROXY_ERROR_RESET, true);
-    return 0;
-}
-
 /* --------------------------------------------------------- the connection */
 
 static void h2c_free(struct h2_client *c)
 {
-    nghttp2_session_del(c->session);
+    if (c->session_up)
+        h2_session_free(&c->session);
     free(c);
+}
+
+/* The session's frames go to the connection as they are made. */
+static void h2c_write(void *arg, const struct iovec *iov, int count)
+{
+    struct h2_client *c = arg;
+    corral_conn_writev(c->base.conn, iov, count);
 }
 
 static void h2c_flush(struct h2_client *c)
 {
-    if (c->dead || !c->base.connected)
+    if (c->dead || !c->session_up)
         return;
-    while (!corral_conn_backed_up(c->base.conn)) {
-        const uint8_t *data;
-        ssize_t n = nghttp2_session_mem_send(c->session, &data);
-        if (n < 0) {
-            c->broken = true;
-            corral_conn_abort(c->base.conn, -EPROTO);
-            c->dead = true;
-            return;
-        }
-        if (n == 0)
-            break;
-        corral_conn_write(c->base.conn, data, (size_t)n);
-    }
+    h2c_open_streams(c);
+    h2c_send_bodies(c);
+    if (c->dead)
+        return;
     if (c->drains_owed) {
         c->drains_owed = false;
         for (struct h2_client_stream *st = c->streams, *next; st != NULL; st = next) {
@@ -513,9 +594,9 @@ static void h2c_flush(struct h2_client *c)
     }
     corral_worker *worker = corral_conn_worker(c->base.conn);
     bool stopping = worker != NULL && corral_worker_stopping(worker);
-    if (c->stream_count == 0 &&
-        ((!nghttp2_session_want_read(c->session) && !nghttp2_session_want_write(c->session)) ||
-         !c->listed || stopping)) {
+    const struct h2_session *s = &c->session;
+    if (c->stream_count == 0 && (s->goaway_received || s->goaway_sent || s->error != H2_NO_ERROR ||
+                                 !c->listed || stopping)) {
         h2c_unlist(c);
         c->dead = true;
         corral_conn_close(c->base.conn);
@@ -556,6 +637,20 @@ static void h2c_on_open(corral_conn *conn)
     }
     corral_conn_set_timeouts(conn, c->stream_count > 0 ? 0 : up->idle_timeout_ms,
                              c->send_timeout_ms);
+    /* The preface, SETTINGS and the connection's window go first. */
+    const struct h2_session_conf conf = {
+        .client = true,
+        .initial_window_size = H2_CLIENT_STREAM_WINDOW,
+        .conn_window_size = CONN_WINDOW,
+        .max_header_list_size = HEADER_LIST_MAX,
+        .max_resets = UINT_MAX, /* a backend's resets cost the backend */
+        .reset_interval_ms = 1000,
+        .scratch = h2c_scratch,
+        .scratch_size = sizeof(h2c_scratch),
+    };
+    const struct h2_sink sink = {h2c_write, c};
+    h2_session_init(&c->session, &conf, &h2c_ops, c, &sink, h2c_now(c));
+    c->session_up = true;
     for (struct h2_client_stream *st = c->streams; st != NULL; st = st->next) {
         if (st->sent_all)
             stream_arm(st);
@@ -567,16 +662,19 @@ static void h2c_on_open(corral_conn *conn)
 static size_t h2c_on_data(corral_conn *conn, const char *data, size_t len)
 {
     struct h2_client *c = corral_conn_data(conn);
-    if (c->dead)
+    if (c->dead || !c->session_up)
         return len;
-    ssize_t n = nghttp2_session_mem_recv(c->session, (const uint8_t *)data, len);
-    if (n < 0) {
-        c->dead = c->broken = true;
-        corral_conn_abort(conn, -EPROTO);
+    size_t used = h2_session_recv(&c->session, (const uint8_t *)data, len, h2c_now(c));
+    if (c->session.error != H2_NO_ERROR) {
+        /* The backend broke the protocol: its streams fail as invalid. */
+        if (!c->dead) {
+            c->dead = c->broken = true;
+            corral_conn_abort(conn, -EPROTO);
+        }
         return len;
     }
     h2c_flush(c);
-    return len;
+    return used;
 }
 
 static void h2c_on_drain(corral_conn *conn)
@@ -598,10 +696,7 @@ static void h2c_on_deadline(corral_conn *conn)
         if (st->len > st->sent && st->send_timeout_ms != 0 && c->base.connected) {
             uint64_t due = st->progress_ms + st->send_timeout_ms;
             if (due <= now) {
-                if (!c->dead)
-                    nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id,
-                                              NGHTTP2_CANCEL);
-                stream_fail(st, PROXY_ERROR_TIMEOUT, st->headers_sent);
+                stream_fail(st, PROXY_ERROR_TIMEOUT, st->headers_sent); /* reset: CANCEL */
                 continue;
             }
             if (next == 0 || due < next)
@@ -612,9 +707,7 @@ static void h2c_on_deadline(corral_conn *conn)
         if (st->held > 0 && st->deadline_ms <= now)
             st->deadline_ms = now + st->read_timeout_ms;
         if (st->deadline_ms <= now) {
-            if (!c->dead)
-                nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-            stream_fail(st, PROXY_ERROR_TIMEOUT, true);
+            stream_fail(st, PROXY_ERROR_TIMEOUT, true); /* reset: CANCEL */
             continue;
         }
         if (next == 0 || st->deadline_ms < next)
@@ -672,50 +765,14 @@ static const struct corral_conn_handler h2_client_handler = {
     .on_close = h2c_on_close,
 };
 
-/* The callbacks and options every session copies: made once, for every
- * worker, and kept for the process's life. */
-static nghttp2_session_callbacks *h2c_cbs;
-static nghttp2_option *h2c_opt;
-static pthread_once_t h2c_once = PTHREAD_ONCE_INIT;
-
-static void h2c_init(void)
-{
-    if (nghttp2_session_callbacks_new(&h2c_cbs) != 0 || nghttp2_option_new(&h2c_opt) != 0)
-        return;
-    nghttp2_session_callbacks_set_on_begin_headers_callback(h2c_cbs, on_begin_headers);
-    nghttp2_session_callbacks_set_on_header_callback(h2c_cbs, on_header);
-    nghttp2_session_callbacks_set_on_frame_recv_callback(h2c_cbs, on_frame_recv);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(h2c_cbs, on_data_chunk);
-    nghttp2_session_callbacks_set_on_frame_send_callback(h2c_cbs, on_frame_send);
-    nghttp2_session_callbacks_set_on_stream_close_callback(h2c_cbs, on_stream_close);
-    /* The stream windows open as the clients take the bytes. */
-    nghttp2_option_set_no_auto_window_update(h2c_opt, 1);
-    /* Until its SETTINGS come, a backend may take a single stream: the
-     * others wait in the session's queue, never refused for going over a
-     * limit it has not said yet. */
-    nghttp2_option_set_peer_max_concurrent_streams(h2c_opt, 1);
-}
-
 static int h2c_new(struct proxy_upstream *up, struct upstream_worker *worker, unsigned server,
                    corral_loop *loop, uint32_t connect_timeout_ms, uint32_t send_timeout_ms,
                    struct h2_client **out)
 {
-    pthread_once(&h2c_once, h2c_init);
+    /* The session starts once connected (h2c_on_open()). */
     struct h2_client *c = calloc(1, sizeof(*c));
-    if (c == NULL || h2c_cbs == NULL || h2c_opt == NULL ||
-        nghttp2_session_client_new2(&c->session, h2c_cbs, c, h2c_opt) != 0) {
-        free(c);
+    if (c == NULL)
         return -ENOMEM;
-    }
-    const nghttp2_settings_entry settings[] = {
-        {NGHTTP2_SETTINGS_ENABLE_PUSH, 0},
-        {NGHTTP2_SETTINGS_INITIAL_WINDOW_SIZE, H2_CLIENT_STREAM_WINDOW},
-    };
-    if (nghttp2_submit_settings(c->session, NGHTTP2_FLAG_NONE, settings, 2) != 0 ||
-        nghttp2_session_set_local_window_size(c->session, NGHTTP2_FLAG_NONE, 0, CONN_WINDOW) != 0) {
-        h2c_free(c);
-        return -ENOMEM;
-    }
     c->base = (struct upstream_conn){.upstream = up, .worker = worker, .server = server};
     c->send_timeout_ms = send_timeout_ms;
     int err = upstream_connect(&c->base, loop, &h2_client_handler, c);
@@ -749,9 +806,8 @@ static struct h2_client *h2c_find(struct upstream_worker *worker, unsigned serve
         }
         /* Before the backend's SETTINGS, as many as a backend commonly
          * takes wait for them here rather than open more connections. */
-        uint32_t max = c->settings_received
-                           ? nghttp2_session_get_remote_settings(
-                                 c->session, NGHTTP2_SETTINGS_MAX_CONCURRENT_STREAMS)
+        uint32_t max = c->session_up && c->session.reader.settings_seen
+                           ? c->session.peer_max_concurrent
                            : H2_CLIENT_STREAMS_BEFORE_SETTINGS;
         if (c != avoid && c->stream_count < max)
             return c;
@@ -772,15 +828,9 @@ static int h2c_place(struct proxy_upstream *up, struct upstream_worker *worker, 
         if (err != 0)
             return err;
     }
-    nghttp2_data_provider provider = {.source.ptr = NULL, .read_callback = read_body};
-    int32_t id = nghttp2_submit_request(c->session, NULL, st->nv, st->nvlen,
-                                        st->has_body ? &provider : NULL, st);
-    if (id < 0) {
-        if (c->stream_count == 0)
-            h2c_schedule(c);
-        return -ENOMEM;
-    }
-    st->id = id;
+    /* Its HEADERS go once the connection is up and has room
+     * (h2c_open_streams()). */
+    st->id = 0;
     st->content_length = -1;
     stream_link(c, st);
     h2c_schedule(c);
@@ -820,8 +870,8 @@ bool h2_client_stream_write(struct h2_client_stream *st, const char *data, size_
     if (st->len == st->sent)
         stream_arm_send(st);
     st->len += len;
-    if (st->conn != NULL) {
-        nghttp2_session_resume_data(st->conn->session, st->id);
+    if (st->conn != NULL && st->id > 0) {
+        h2_session_want_send(&st->conn->session, (uint32_t)st->id, true);
         h2c_schedule(st->conn);
     }
     st->paused = st->len - st->sent >= H2_CLIENT_SEND_BUFFER;
@@ -837,8 +887,8 @@ void h2_client_stream_end(struct h2_client_stream *st, const char *trailers, siz
         memcpy(st->trailers, trailers, len);
         st->trailers_len = len;
     }
-    if (st->conn != NULL) {
-        nghttp2_session_resume_data(st->conn->session, st->id);
+    if (st->conn != NULL && st->id > 0) {
+        h2_session_want_send(&st->conn->session, (uint32_t)st->id, true);
         h2c_schedule(st->conn);
     }
 }
@@ -848,18 +898,16 @@ void h2_client_stream_consume(struct h2_client_stream *st, size_t len)
     if (len > st->held)
         len = st->held;
     st->held -= len;
-    if (st->conn == NULL || st->conn->dead || len == 0)
+    if (st->conn == NULL || st->conn->dead || len == 0 || st->id <= 0)
         return;
-    nghttp2_session_consume_stream(st->conn->session, st->id, len);
+    h2_session_consume_stream(&st->conn->session, (uint32_t)st->id, len);
     h2c_schedule(st->conn);
 }
 
 void h2_client_stream_cancel(struct h2_client_stream *st)
 {
     struct h2_client *c = st->conn;
-    if (c != NULL && !c->dead)
-        nghttp2_submit_rst_stream(c->session, NGHTTP2_FLAG_NONE, st->id, NGHTTP2_CANCEL);
-    stream_release(st);
+    stream_release(st); /* reset: CANCEL */
     if (c != NULL)
         h2c_schedule(c);
 }

@@ -1,5 +1,6 @@
 /*
- * h2_client.h: the HTTP/2 client side of upstream connections (nghttp2):
+ * h2_client.h: the HTTP/2 client side of upstream connections (corral's
+ * HTTP/2 session, h2_session.h):
  * per worker and server, a few connections that carry many requests at
  * once within the backend's SETTINGS_MAX_CONCURRENT_STREAMS, each request
  * a stream reported to its owner (the proxy) through callbacks.  A stream
@@ -10,10 +11,9 @@
 #ifndef CORRAL_PROTO_H2_CLIENT_H
 #define CORRAL_PROTO_H2_CLIENT_H
 
+#include "proto/http2/h2_session.h"
 #include "proto/upstream/http1_client.h" /* struct http1_client_head, h1_head_buf */
 #include "proto/upstream/upstream.h"
-
-#include <nghttp2/nghttp2.h>
 
 /* Request body bytes a stream holds for its connection: above this the
  * owner pauses the client (h2_client_stream_write() says so), and
@@ -64,10 +64,10 @@ struct h2_client;
  * long as `replayable` holds). */
 struct h2_client_stream {
     struct h2_client *conn; /* NULL: not on a connection */
-    int32_t id;
+    int32_t id;             /* 0: its HEADERS not sent yet */
     const struct h2_client_ops *ops;
     void *owner;
-    const nghttp2_nv *nv;
+    const struct hpack_field *nv;
     size_t nvlen;
     bool has_body;
     uint32_t read_timeout_ms;
@@ -103,15 +103,15 @@ struct h2_client_stream {
  * take streams, and by its streams once it goes away. */
 struct h2_client {
     struct upstream_conn base;
-    nghttp2_session *session;
+    struct h2_session session;     /* started once connected (session_up) */
     struct h2_client *prev, *next; /* in the server's list (listed) */
     struct h2_client_stream *streams;
     unsigned stream_count;
     uint32_t send_timeout_ms;
     uint64_t deadline_ms; /* the connection's, the earliest of its streams' */
     bool listed, goaway, flush_scheduled, gone, dead, drains_owed;
-    bool settings_received; /* the backend's first SETTINGS came */
-    bool broken;            /* the backend broke the protocol: its streams fail as invalid */
+    bool session_up;
+    bool broken; /* the backend broke the protocol: its streams fail as invalid */
 };
 
 /* Puts `st` (ops, owner, nv, nvlen, has_body and the limits set) on a
@@ -142,6 +142,7 @@ void h2_client_stream_cancel(struct h2_client_stream *st);
  * names are lowercased in place in `head`; `nv` gets the pairs, which
  * point into `head`.  Returns the count, or 0 if `head` is not such a
  * head or `max` is too few. */
-size_t h2_client_head_nv(char *head, size_t len, const char *scheme, nghttp2_nv *nv, size_t max);
+size_t h2_client_head_nv(char *head, size_t len, const char *scheme, struct hpack_field *nv,
+                         size_t max);
 
 #endif

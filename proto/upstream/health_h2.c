@@ -1,29 +1,50 @@
 /*
- * health_h2.c: an HTTP/2 health probe in memory (health_h2.h): nghttp2's
- * client session for one request, its answer gathered, and the bounded
- * reading of grpc.health.v1's HealthCheckResponse, which is the one piece
- * of a backend's bytes parsed here rather than by nghttp2.
+ * health_h2.c: an HTTP/2 health probe in memory (health_h2.h): the
+ * client side of corral's HTTP/2 session (h2_session.h) for one request,
+ * which checks the backend's frames and its response head (RFC 9113
+ * 8.3.2), its answer gathered, and the bounded reading of
+ * grpc.health.v1's HealthCheckResponse.
  */
 #include "proto/upstream/health_h2.h"
 
+#include "proto/http2/h2_session.h"
+
 #include <errno.h>
-#include <nghttp2/nghttp2.h>
 #include <stdlib.h>
 #include <string.h>
 
 /* A Check answer is a few bytes; more is not one. */
 #define BODY_MAX 1024
+/* The response's header list, and a field's name and value: a health
+ * answer past this fails the probe (the session ends the connection). */
+#define HEADER_LIST_MAX 16384
+/* The most input the session may leave unconsumed: a header block (its
+ * HEADERS and CONTINUATION frames, at most HEADER_LIST_MAX of fragments
+ * and padding) or one other frame (at most the 16384 bytes of
+ * SETTINGS_MAX_FRAME_SIZE announced), each with its frame headers and
+ * HEADERS' prefix.  More is a session that broke its own bound. */
+#define INPUT_MAX                                                                                  \
+    (HEADER_LIST_MAX + H2_MIN_FRAME_SIZE + (H2_MAX_CONTINUATIONS + 1) * (H2_FRAME_HEADER_LEN + 6))
+
+static _Thread_local uint8_t scratch[HEADER_LIST_MAX];
 
 struct health_h2 {
-    nghttp2_session *session;
-    int32_t stream;
+    struct h2_session session;
+    uint32_t stream;
     bool grpc, done, failed;
     struct health_h2_answer answer;
     uint8_t body[BODY_MAX];
     size_t body_len;
     bool body_over;
     uint8_t request[5 + 2 + 255]; /* the Check request's message */
-    size_t request_len, request_sent;
+    size_t request_len;
+    /* The frames the session wrote, handed out by health_h2_output(). */
+    uint8_t *out;
+    size_t out_len, out_cap;
+    bool out_given; /* out was handed out: dropped at the next call */
+    /* The input the session left unconsumed (a frame not yet whole). */
+    uint8_t *in;
+    size_t in_len;
 };
 
 /* A varint of at most 10 bytes at *p; false past `end` or longer. */
@@ -83,90 +104,120 @@ int health_h2_serving(const uint8_t *body, size_t len)
     return status;
 }
 
-static ssize_t read_request(nghttp2_session *session, int32_t stream_id, uint8_t *buf,
-                            size_t length, uint32_t *flags, nghttp2_data_source *source, void *user)
+static void out_write(void *arg, const struct iovec *iov, int count)
 {
-    (void)session, (void)stream_id, (void)source;
-    struct health_h2 *h = user;
-    size_t n = h->request_len - h->request_sent;
-    if (n > length)
-        n = length;
-    memcpy(buf, h->request + h->request_sent, n);
-    h->request_sent += n;
-    if (h->request_sent == h->request_len)
-        *flags |= NGHTTP2_DATA_FLAG_EOF;
-    return (ssize_t)n;
-}
-
-static int on_header(nghttp2_session *session, const nghttp2_frame *frame, const uint8_t *name,
-                     size_t namelen, const uint8_t *value, size_t valuelen, uint8_t flags,
-                     void *user)
-{
-    (void)session, (void)flags;
-    struct health_h2 *h = user;
-    if (frame->hd.stream_id != h->stream)
-        return 0;
-    unsigned v = 0;
-    bool number = valuelen > 0 && valuelen <= 3;
-    for (size_t i = 0; number && i < valuelen; i++) {
-        number = value[i] >= '0' && value[i] <= '9';
-        v = v * 10 + (unsigned)(value[i] - '0');
+    struct health_h2 *h = arg;
+    if (h->out_given) {
+        h->out_len = 0;
+        h->out_given = false;
     }
-    if (namelen == 7 && memcmp(name, ":status", 7) == 0 && number)
-        h->answer.status = v;
-    else if (namelen == 11 && memcmp(name, "grpc-status", 11) == 0)
-        h->answer.grpc_status = number ? (int)v : 2; /* UNKNOWN */
-    return 0;
+    for (int i = 0; i < count; i++) {
+        size_t n = iov[i].iov_len;
+        if (h->out_len + n > h->out_cap) {
+            size_t cap = (h->out_len + n) * 2;
+            uint8_t *grown = realloc(h->out, cap);
+            if (grown == NULL) {
+                h->failed = h->done = true;
+                return;
+            }
+            h->out = grown;
+            h->out_cap = cap;
+        }
+        memcpy(h->out + h->out_len, iov[i].iov_base, n);
+        h->out_len += n;
+    }
 }
 
-static int on_data_chunk(nghttp2_session *session, uint8_t flags, int32_t stream_id,
-                         const uint8_t *data, size_t len, void *user)
+static void on_field(void *arg, uint32_t id, enum h2_block_kind kind, const struct hpack_field *f)
 {
-    (void)session, (void)flags;
-    struct health_h2 *h = user;
-    if (stream_id != h->stream)
-        return 0;
+    struct health_h2 *h = arg;
+    (void)kind;
+    if (id != h->stream)
+        return;
+    unsigned v = 0;
+    bool number = f->value_len > 0 && f->value_len <= 3;
+    for (size_t i = 0; number && i < f->value_len; i++) {
+        number = f->value[i] >= '0' && f->value[i] <= '9';
+        v = v * 10 + (unsigned)(f->value[i] - '0');
+    }
+    if (f->name_len == 7 && memcmp(f->name, ":status", 7) == 0)
+        h->answer.status = v; /* checked by the session: three digits */
+    else if (f->name_len == 11 && memcmp(f->name, "grpc-status", 11) == 0)
+        h->answer.grpc_status = number ? (int)v : 2; /* UNKNOWN */
+}
+
+static void on_headers(void *arg, uint32_t id, enum h2_block_kind kind, enum h2_head head, bool end)
+{
+    struct health_h2 *h = arg;
+    (void)kind, (void)end;
+    if (id == h->stream && head != H2_HEAD_OK) {
+        /* Fields left out: no answer to judge. */
+        h->done = h->failed = true;
+        h2_session_reset(&h->session, id, H2_CANCEL);
+    }
+}
+
+static void on_data(void *arg, uint32_t id, const uint8_t *data, size_t len, bool end)
+{
+    struct health_h2 *h = arg;
+    (void)end;
+    h2_session_consume(&h->session, id, len);
+    if (id != h->stream)
+        return;
     if (h->body_len + len > BODY_MAX) {
         h->body_over = true;
-        return 0;
+        return;
     }
     memcpy(h->body + h->body_len, data, len);
     h->body_len += len;
-    return 0;
 }
 
-static int on_stream_close(nghttp2_session *session, int32_t stream_id, uint32_t error_code,
-                           void *user)
+/* Reset by the backend, by a GOAWAY that left it out, or as malformed. */
+static void on_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
 {
-    (void)session;
-    struct health_h2 *h = user;
-    if (stream_id != h->stream)
-        return 0;
+    struct health_h2 *h = arg;
+    (void)code, (void)by_peer;
+    if (id == h->stream)
+        h->done = h->failed = true;
+}
+
+static void on_window(void *arg, uint32_t id)
+{
+    (void)arg, (void)id;
+}
+
+static void on_closed(void *arg, uint32_t id)
+{
+    struct health_h2 *h = arg;
+    if (id != h->stream || h->done)
+        return;
     h->done = true;
-    h->failed = error_code != NGHTTP2_NO_ERROR || h->answer.status == 0;
+    h->failed = h->answer.status < 200;
     if (h->grpc && !h->failed)
         h->answer.serving = h->body_over ? -1 : health_h2_serving(h->body, h->body_len);
-    return 0;
+}
+
+static const struct h2_session_ops health_h2_ops = {
+    .field = on_field,
+    .headers = on_headers,
+    .data = on_data,
+    .reset = on_reset,
+    .window = on_window,
+    .closed = on_closed,
+};
+
+static struct hpack_field field(const char *name, const char *value)
+{
+    return (struct hpack_field){(const uint8_t *)name, strlen(name), (const uint8_t *)value,
+                                strlen(value), false};
 }
 
 int health_h2_new(bool grpc, const char *scheme, const char *authority, const char *path,
                   const char *service, struct health_h2 **out)
 {
     struct health_h2 *h = calloc(1, sizeof(*h));
-    nghttp2_session_callbacks *cbs = NULL;
-    if (h == NULL || nghttp2_session_callbacks_new(&cbs) != 0) {
-        free(h);
+    if (h == NULL)
         return -ENOMEM;
-    }
-    nghttp2_session_callbacks_set_on_header_callback(cbs, on_header);
-    nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, on_data_chunk);
-    nghttp2_session_callbacks_set_on_stream_close_callback(cbs, on_stream_close);
-    int rc = nghttp2_session_client_new(&h->session, cbs, h);
-    nghttp2_session_callbacks_del(cbs);
-    if (rc != 0) {
-        free(h);
-        return -ENOMEM;
-    }
     h->grpc = grpc;
     h->answer = (struct health_h2_answer){.grpc_status = -1, .serving = -1};
     size_t service_len = strlen(service);
@@ -181,29 +232,38 @@ int health_h2_new(bool grpc, const char *scheme, const char *authority, const ch
         memcpy(h->request + 7, service, service_len);
     }
     h->request_len = 5 + message;
-#define NV(n, v)                                                                                   \
-    {                                                                                              \
-        (uint8_t *)(n), (uint8_t *)(v), strlen(n), strlen(v), NGHTTP2_NV_FLAG_NONE                 \
-    }
-    const nghttp2_nv get[] = {NV(":method", "GET"), NV(":scheme", scheme),
-                              NV(":authority", authority), NV(":path", path),
-                              NV("user-agent", "corral-health-check")};
-    const nghttp2_nv check[] = {NV(":method", "POST"),
-                                NV(":scheme", scheme),
-                                NV(":authority", authority),
-                                NV(":path", "/grpc.health.v1.Health/Check"),
-                                NV("content-type", "application/grpc"),
-                                NV("te", "trailers"),
-                                NV("user-agent", "corral-health-check")};
-#undef NV
-    nghttp2_data_provider provider = {.read_callback = read_request};
-    const nghttp2_settings_entry settings[] = {{NGHTTP2_SETTINGS_ENABLE_PUSH, 0}};
-    if (nghttp2_submit_settings(h->session, NGHTTP2_FLAG_NONE, settings, 1) != 0 ||
-        (h->stream = grpc
-                         ? nghttp2_submit_request(h->session, NULL, check,
-                                                  sizeof(check) / sizeof(check[0]), &provider, NULL)
-                         : nghttp2_submit_request(h->session, NULL, get,
-                                                  sizeof(get) / sizeof(get[0]), NULL, NULL)) < 0) {
+    /* One stream, whose window the probe gives back as the bytes come;
+     * its limits are the server's own defaults. */
+    const struct h2_session_conf conf = {
+        .client = true,
+        .initial_window_size = H2_DEFAULT_WINDOW,
+        .conn_window_size = H2_DEFAULT_WINDOW,
+        .max_header_list_size = HEADER_LIST_MAX,
+        .max_resets = 100,
+        .reset_interval_ms = 1000,
+        .scratch = scratch,
+        .scratch_size = sizeof(scratch),
+    };
+    const struct h2_sink sink = {out_write, h};
+    h2_session_init(&h->session, &conf, &health_h2_ops, h, &sink, 0);
+    const struct hpack_field get[] = {field(":method", "GET"), field(":scheme", scheme),
+                                      field(":authority", authority), field(":path", path),
+                                      field("user-agent", "corral-health-check")};
+    const struct hpack_field check[] = {field(":method", "POST"),
+                                        field(":scheme", scheme),
+                                        field(":authority", authority),
+                                        field(":path", "/grpc.health.v1.Health/Check"),
+                                        field("content-type", "application/grpc"),
+                                        field("te", "trailers"),
+                                        field("user-agent", "corral-health-check")};
+    h->stream = grpc ? h2_session_request(&h->session, check, NULL,
+                                          sizeof(check) / sizeof(check[0]), false, false)
+                     : h2_session_request(&h->session, get, NULL, sizeof(get) / sizeof(get[0]),
+                                          true, false);
+    /* A new stream's window (65535) takes the whole message. */
+    struct iovec iov = {h->request, h->request_len};
+    if (h->stream == 0 || h->failed ||
+        (grpc && h2_session_send_data(&h->session, h->stream, &iov, 1, true) != 0)) {
         health_h2_free(h);
         return -ENOMEM;
     }
@@ -215,21 +275,60 @@ void health_h2_free(struct health_h2 *h)
 {
     if (h == NULL)
         return;
-    nghttp2_session_del(h->session);
+    h2_session_free(&h->session);
+    free(h->out);
+    free(h->in);
     free(h);
 }
 
 ssize_t health_h2_output(struct health_h2 *h, const uint8_t **data)
 {
-    ssize_t n = nghttp2_session_mem_send(h->session, data);
-    return n < 0 ? -1 : n;
+    if (h->out_given) {
+        h->out_len = 0;
+        h->out_given = false;
+    }
+    if (h->out_len == 0)
+        return 0;
+    h->out_given = true;
+    *data = h->out;
+    return (ssize_t)h->out_len;
 }
 
 int health_h2_input(struct health_h2 *h, const char *data, size_t len,
                     struct health_h2_answer *answer)
 {
-    if (nghttp2_session_mem_recv(h->session, (const uint8_t *)data, len) < 0)
+    /* The rest of the last input first, joined with this one. */
+    const uint8_t *p = (const uint8_t *)data;
+    size_t n = len;
+    if (h->in_len > 0) {
+        if (h->in_len + len > INPUT_MAX)
+            return -1;
+        uint8_t *joined = realloc(h->in, h->in_len + len);
+        if (joined == NULL)
+            return -1;
+        memcpy(joined + h->in_len, data, len);
+        h->in = joined;
+        h->in_len += len;
+        p = h->in;
+        n = h->in_len;
+    }
+    size_t used = h2_session_recv(&h->session, p, n, 0);
+    if (h->session.error != H2_NO_ERROR)
         return -1;
+    if (used < n) {
+        if (n - used > INPUT_MAX)
+            return -1;
+        if (p == h->in) {
+            memmove(h->in, h->in + used, n - used);
+        } else {
+            uint8_t *kept = realloc(h->in, n - used);
+            if (kept == NULL)
+                return -1;
+            h->in = kept;
+            memcpy(h->in, p + used, n - used);
+        }
+    }
+    h->in_len = n - used;
     if (!h->done)
         return 0;
     if (h->failed)

@@ -1,8 +1,8 @@
 /*
  * health_h2.h: the HTTP/2 side of an active health check (health_check
  * type=http2 and type=grpc): one request on its own connection, held in
- * an nghttp2 session in memory (health.c moves the bytes), and gRPC's
- * grpc.health.v1 Check answer read.
+ * the client side of corral's HTTP/2 session in memory (health.c moves
+ * the bytes), and gRPC's grpc.health.v1 Check answer read.
  */
 #ifndef CORRAL_PROTO_HEALTH_H2_H
 #define CORRAL_PROTO_HEALTH_H2_H
@@ -32,9 +32,11 @@ void health_h2_free(struct health_h2 *h);
  * until the next call: their length, 0 for none, -1 on an error. */
 ssize_t health_h2_output(struct health_h2 *h, const uint8_t **data);
 
-/* Bytes from the server: 1 once the answer is whole (*answer set), 0
- * while it may still come, -1 when the server broke the protocol or reset
- * the stream. */
+/* Bytes from the server, all taken (a frame not yet whole is kept, up
+ * to a header block's or a frame's bound): 1 once the answer is whole
+ * (*answer set), 0 while it may still come, -1 when the server broke the
+ * protocol, sent a malformed response (RFC 9113 8.3.2) or a header list
+ * over 16 KiB, or reset the stream. */
 int health_h2_input(struct health_h2 *h, const char *data, size_t len,
                     struct health_h2_answer *answer);
 

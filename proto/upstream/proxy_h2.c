@@ -33,7 +33,7 @@ struct proxy_h2_exchange {
     unsigned server; /* while on_stream */
     char *head;      /* the request head as built, which nv points into */
     size_t head_len;
-    nghttp2_nv *nv;
+    struct hpack_field *nv;
     struct proxy_start start;
     struct upstream_tried tried;
     unsigned tries;

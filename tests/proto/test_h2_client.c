@@ -2,7 +2,8 @@
  * test_h2_client.c: the pieces of HTTP/2 to backends that need no socket:
  * a forwarded request head turned into HTTP/2 fields (h2_client_head_nv()),
  * what makes a request a gRPC call, and corral's own gRPC answers
- * (grpc_status.c) through a fake framer.  tests/proto/test_grpc.sh and
+ * (grpc_status.c) through a fake framer, and the HTTP/2 health probe fed
+ * a backend's bytes (health_h2.c).  tests/proto/test_grpc.sh and
  * test_h2_upstream.sh run the rest against real clients and backends.
  */
 #include "proto/upstream/grpc_status.h"
@@ -18,13 +19,13 @@
 #include <string.h>
 
 /* The fields as "name=value;" text, for one comparison. */
-static void nv_text(const nghttp2_nv *nv, size_t n, char *out, size_t size)
+static void nv_text(const struct hpack_field *nv, size_t n, char *out, size_t size)
 {
     size_t used = 0;
     out[0] = '\0';
     for (size_t i = 0; i < n && used < size; i++)
-        used += (size_t)snprintf(out + used, size - used, "%.*s=%.*s;", (int)nv[i].namelen,
-                                 (const char *)nv[i].name, (int)nv[i].valuelen,
+        used += (size_t)snprintf(out + used, size - used, "%.*s=%.*s;", (int)nv[i].name_len,
+                                 (const char *)nv[i].name, (int)nv[i].value_len,
                                  (const char *)nv[i].value);
 }
 
@@ -53,7 +54,7 @@ static const struct {
 START_TEST(head_becomes_fields)
 {
     char *head = strdup(heads[_i].head);
-    nghttp2_nv nv[16];
+    struct hpack_field nv[16];
     size_t n = h2_client_head_nv(head, strlen(head), heads[_i].scheme, nv, 16);
     char text[1024];
     nv_text(nv, n, text, sizeof(text));
@@ -65,7 +66,7 @@ END_TEST
 START_TEST(malformed_or_too_many_is_refused)
 {
     char line_only[] = "GET\r\n\r\n";
-    nghttp2_nv nv[8];
+    struct hpack_field nv[8];
     ck_assert_uint_eq(h2_client_head_nv(line_only, strlen(line_only), "http", nv, 8), 0);
     char no_line[] = "GET / HTTP/1.1";
     ck_assert_uint_eq(h2_client_head_nv(no_line, strlen(no_line), "http", nv, 8), 0);
@@ -164,6 +165,108 @@ START_TEST(grpc_health_answer_is_read)
 }
 END_TEST
 
+/* A backend's answer to a probe, as bytes: SETTINGS, its ACK, then a
+ * response head (`fields`, "name", "value" pairs), a gRPC message and
+ * trailers on stream 1. */
+struct wire {
+    uint8_t bytes[2048];
+    size_t len;
+};
+
+static void wire_write(void *arg, const struct iovec *iov, int count)
+{
+    struct wire *w = arg;
+    for (int i = 0; i < count; i++) {
+        ck_assert_uint_le(w->len + iov[i].iov_len, sizeof(w->bytes));
+        memcpy(w->bytes + w->len, iov[i].iov_base, iov[i].iov_len);
+        w->len += iov[i].iov_len;
+    }
+}
+
+static void wire_head(struct wire *w, struct hpack_encoder *e, const char *const *nv, size_t n,
+                      bool end)
+{
+    struct hpack_field f[8];
+    ck_assert_uint_le(n, 8);
+    for (size_t i = 0; i < n; i++)
+        f[i] = (struct hpack_field){(const uint8_t *)nv[2 * i], strlen(nv[2 * i]),
+                                    (const uint8_t *)nv[2 * i + 1], strlen(nv[2 * i + 1]), false};
+    uint8_t block[512];
+    ck_assert_uint_le(hpack_encode_bound(f, n), sizeof(block));
+    size_t len = hpack_encode(e, f, NULL, n, block);
+    const struct h2_sink sink = {wire_write, w};
+    h2_frame_write_headers(&sink, 1, block, len, end, H2_MIN_FRAME_SIZE);
+}
+
+static void wire_grpc_answer(struct wire *w, const char *const *head, size_t n)
+{
+    const struct h2_sink sink = {wire_write, w};
+    struct hpack_encoder e;
+    hpack_encoder_init(&e, 0);
+    h2_frame_write_settings(&sink, NULL, NULL, 0);
+    h2_frame_write_settings_ack(&sink);
+    wire_head(w, &e, head, n, false);
+    static const char message[] = "\x00\x00\x00\x00\x02\x08\x01"; /* SERVING */
+    struct iovec iov = {(void *)message, 7};
+    h2_frame_write_data(&sink, 1, &iov, 1, false, H2_MIN_FRAME_SIZE);
+    static const char *const trailers[] = {"grpc-status", "0"};
+    wire_head(w, &e, trailers, 1, true);
+    hpack_encoder_free(&e);
+}
+
+/* A gRPC health answer read whole, however its bytes are cut: one at a
+ * time, the rest of a frame kept between inputs. */
+START_TEST(grpc_health_probe_reads_an_answer_in_pieces)
+{
+    static const char *const head[] = {":status", "200", "content-type", "application/grpc"};
+    struct wire w = {.len = 0};
+    wire_grpc_answer(&w, head, 2);
+    for (size_t step = 1; step <= w.len; step = step * 3 + 1) {
+        struct health_h2 *h;
+        ck_assert_int_eq(health_h2_new(true, "http", "a:1", "/", "svc", &h), 0);
+        const uint8_t *out;
+        ssize_t n = health_h2_output(h, &out);
+        ck_assert_int_gt(n, 24);
+        ck_assert_mem_eq(out, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r\n", 24);
+        ck_assert_int_eq(health_h2_output(h, &out), 0); /* handed out once */
+        struct health_h2_answer answer = {0};
+        int rc = 0;
+        for (size_t at = 0; at < w.len && rc == 0; at += step) {
+            size_t piece = w.len - at < step ? w.len - at : step;
+            rc = health_h2_input(h, (const char *)w.bytes + at, piece, &answer);
+            while (health_h2_output(h, &out) > 0) /* the SETTINGS ACK */
+                ;
+        }
+        ck_assert_msg(rc == 1, "step %zu: %d", step, rc);
+        ck_assert_uint_eq(answer.status, 200);
+        ck_assert_int_eq(answer.grpc_status, 0);
+        ck_assert_int_eq(answer.serving, 1);
+        health_h2_free(h);
+    }
+}
+END_TEST
+
+/* A malformed answer fails the probe (RFC 9113 8.3.2). */
+START_TEST(health_probe_fails_a_malformed_answer)
+{
+    static const char *const bad[][4] = {
+        {":status", "200", ":path", "/"},
+        {":status", "2000", "x", "1"},
+        {"x", "1", ":status", "200"},
+        {":status", "200", "connection", "close"},
+    };
+    for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+        struct wire w = {.len = 0};
+        wire_grpc_answer(&w, bad[i], 2);
+        struct health_h2 *h;
+        ck_assert_int_eq(health_h2_new(true, "http", "a:1", "/", "", &h), 0);
+        struct health_h2_answer answer = {0};
+        ck_assert_int_eq(health_h2_input(h, (const char *)w.bytes, w.len, &answer), -1);
+        health_h2_free(h);
+    }
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *s = suite_create("h2_client");
@@ -177,6 +280,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, trailers_only_answer);
     tcase_add_loop_test(tc, grpc_health_answer_is_read, 0,
                         (int)(sizeof(answers) / sizeof(answers[0])));
+    tcase_add_test(tc, grpc_health_probe_reads_an_answer_in_pieces);
+    tcase_add_test(tc, health_probe_fails_a_malformed_answer);
     suite_add_tcase(s, tc);
     return s;
 }
