@@ -1069,6 +1069,26 @@ static void failures_start(void)
     shared_start(failures_slots, COUNT(failures_slots));
 }
 
+enum {
+    SLOT_FORWARDED_FOR,
+    SLOT_EMPTY_POST,
+    SLOT_RESPONSE_HEADERS,
+    SLOT_TRAILER,
+    SLOT_TUNNEL,
+};
+static const struct shared_slot headers_slots[] = {
+    [SLOT_FORWARDED_FOR] = {"", ""},
+    [SLOT_EMPTY_POST] = {"", ""},
+    [SLOT_RESPONSE_HEADERS] = {"", "        proxy_hide_header X-Secret;"},
+    [SLOT_TRAILER] = {"", ""},
+    [SLOT_TUNNEL] = {"", ""},
+};
+
+static void headers_start(void)
+{
+    shared_start(headers_slots, COUNT(headers_slots));
+}
+
 /* ================================================================ conformance */
 
 START_TEST(status_headers_and_body_pass_through)
@@ -1728,9 +1748,8 @@ END_TEST
 START_TEST(x_forwarded_for_keeps_every_earlier_entry)
 {
     struct backend *b = backend_new("a");
-    backend_start(b);
     struct test_daemon d;
-    start_proxy(&d, b, "", "");
+    shared_proxy(&d, b, SLOT_FORWARDED_FOR);
     struct response resp;
     ck_assert_uint_eq(exchange(d.port,
                                "GET / HTTP/1.1\r\nHost: test\r\nX-Forwarded-For: 10.0.0.1\r\n"
@@ -1741,7 +1760,7 @@ START_TEST(x_forwarded_for_keeps_every_earlier_entry)
     char forwarded[256];
     header_find(backend_request(b, 0)->head, "X-Forwarded-For", forwarded, sizeof(forwarded));
     ck_assert_str_eq(forwarded, "10.0.0.1, 10.0.0.2, 127.0.0.1");
-    test_daemon_stop(&d);
+    shared_done(&d);
     backend_free(b);
 }
 END_TEST
@@ -1751,15 +1770,14 @@ END_TEST
 START_TEST(empty_post_keeps_its_content_length)
 {
     struct backend *b = backend_new("a");
-    backend_start(b);
     struct test_daemon d;
-    start_proxy(&d, b, "", "");
+    shared_proxy(&d, b, SLOT_EMPTY_POST);
     struct response resp;
     ck_assert_uint_eq(
         exchange(d.port, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 0\r\n\r\n", &resp), 200);
     response_free(&resp);
     ck_assert_str_eq(header_one(backend_request(b, 0)->head, "Content-Length"), "0");
-    test_daemon_stop(&d);
+    shared_done(&d);
     backend_free(b);
 }
 END_TEST
@@ -1775,9 +1793,8 @@ START_TEST(response_headers_are_rewritten)
                  "X-Resp-Hop: h\r\n"
                  "Keep-Alive: timeout=5\r\n"
                  "Proxy-Connection: keep-alive\r\n";
-    backend_start(b);
     struct test_daemon d;
-    start_proxy(&d, b, "", "        proxy_hide_header X-Secret;");
+    shared_proxy(&d, b, SLOT_RESPONSE_HEADERS);
 
     struct reader *r = client_connect(d.port);
     for (int i = 0; i < 2; i++) {
@@ -1798,7 +1815,7 @@ START_TEST(response_headers_are_rewritten)
         response_free(&resp);
     }
     client_close(r);
-    test_daemon_stop(&d);
+    shared_done(&d);
     backend_free(b);
 }
 END_TEST
@@ -1978,9 +1995,8 @@ START_TEST(response_trailer_field_is_passed)
     b->raw = "HTTP/1.1 200 OK\r\nTrailer: X-Checksum\r\nTransfer-Encoding: chunked\r\n\r\n"
              "2\r\nok\r\n0\r\nSet-Cookie: s=1\r\nLocation: /x\r\nauthorization: a\r\n"
              "Content-Type: text/x\r\ngrpc-status: 0\r\nVary: *\r\nX-Checksum: 7\r\n\r\n";
-    backend_start(b);
     struct test_daemon d;
-    start_proxy(&d, b, "", "");
+    shared_proxy(&d, b, SLOT_TRAILER);
     struct reader *r = client_connect(d.port);
     send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\nTE: trailers\r\n\r\n");
     char line[256], head[4096] = "";
@@ -2005,7 +2021,7 @@ START_TEST(response_trailer_field_is_passed)
         ck_assert_str_eq(line, passed[i]);
     }
     client_close(r);
-    test_daemon_stop(&d);
+    shared_done(&d);
     backend_free(b);
 }
 END_TEST
@@ -2017,9 +2033,8 @@ START_TEST(upgrade_becomes_a_tunnel)
 {
     struct backend *b = backend_new("a");
     b->tunnel = true;
-    backend_start(b);
     struct test_daemon d;
-    start_proxy(&d, b, "", "");
+    shared_proxy(&d, b, SLOT_TUNNEL);
     struct reader *r = client_connect(d.port);
     send_str(r->fd, "GET /ws HTTP/1.1\r\nHost: test\r\nConnection: Upgrade\r\n"
                     "Upgrade: websocket\r\n\r\n");
@@ -2051,7 +2066,7 @@ START_TEST(upgrade_becomes_a_tunnel)
     shutdown(r->fd, SHUT_WR);
     ck_assert_msg(peer_closed(r), "the tunnel stayed open after both sides ended");
     client_close(r);
-    test_daemon_stop(&d);
+    shared_done(&d);
     backend_free(b);
 }
 END_TEST
@@ -3776,6 +3791,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
     tc = new_case(suite, "headers", 20);
+    tcase_add_unchecked_fixture(tc, headers_start, shared_stop);
     tcase_add_test(tc, request_headers_are_rewritten);
     tcase_add_test(tc, via_is_appended_to_an_existing_one);
     tcase_add_test(tc, host_is_added_for_an_http_1_0_client);
@@ -3785,6 +3801,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, response_headers_are_rewritten);
     tcase_add_test(tc, response_trailer_field_is_passed);
     tcase_add_test(tc, upgrade_becomes_a_tunnel);
+    tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
     tc = new_case(suite, "upgrades", 20);
     tcase_add_test(tc, h2c_upgrade_is_not_forwarded);
