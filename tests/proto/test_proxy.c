@@ -760,8 +760,8 @@ static void start_proxy(struct test_daemon *d, const struct backend *b, const ch
  * `location` lines, proxying to an upstream of its own (keepalive 8, as
  * start_proxy()) on a port the runner holds bound, on which the case's
  * backend listens.  So no case meets another's pool, connections or
- * settings; what a case cannot check there (the daemon's exit) is checked
- * once, when the runner stops it after the group. */
+ * settings.  What a case checked of its own daemon's exit is checked once
+ * per group, by its last case (shared_daemon_stops_cleanly). */
 struct shared_slot {
     const char *server, *location;
 };
