@@ -46,13 +46,16 @@ static void run_ok(const char *cmd)
     ck_assert_msg(rc == 0, "%s: %s", cmd, out);
 }
 
-static void setup(void)
+/* pebble's HTTPS certificate, from a CA the client is told to trust: made
+ * once, by the runner before the first case (an unchecked fixture), and
+ * linked into each case's directory. */
+static char certs[64];
+
+static void certs_make(void)
 {
-    strcpy(dir, "/tmp/test_acme_pebble.XXXXXX");
-    ck_assert_ptr_nonnull(mkdtemp(dir));
-    snprintf(state, sizeof(state), "%s/state", dir);
+    strcpy(certs, "/tmp/test_acme_pebble-certs.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(certs));
     char cmd[2048];
-    /* pebble's HTTPS certificate, from a CA the client is told to trust. */
     snprintf(cmd, sizeof(cmd),
              "cd %s && openssl req -x509 -newkey ec -pkeyopt ec_paramgen_curve:P-256 -nodes "
              "-keyout ca.key -out ca.pem -subj /CN=test-ca -days 2 2>&1 && "
@@ -61,8 +64,29 @@ static void setup(void)
              "printf 'subjectAltName=DNS:localhost,IP:127.0.0.1\\n' > ext && "
              "openssl x509 -req -in req.csr -CA ca.pem -CAkey ca.key -CAcreateserial "
              "-extfile ext -days 2 -out cert.pem 2>&1",
-             dir);
+             certs);
     run_ok(cmd);
+}
+
+static void certs_remove(void)
+{
+    char cmd[128], out[64];
+    snprintf(cmd, sizeof(cmd), "rm -rf %s", certs);
+    test_run(cmd, out, sizeof(out));
+}
+
+static void setup(void)
+{
+    strcpy(dir, "/tmp/test_acme_pebble.XXXXXX");
+    ck_assert_ptr_nonnull(mkdtemp(dir));
+    snprintf(state, sizeof(state), "%s/state", dir);
+    static const char *const files[] = {"ca.pem", "cert.pem", "key.pem"};
+    for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+        char target[128], link[128];
+        snprintf(target, sizeof(target), "%s/%s", certs, files[i]);
+        snprintf(link, sizeof(link), "%s/%s", dir, files[i]);
+        ck_assert_int_eq(symlink(target, link), 0);
+    }
     int fd = test_reserve_port(&pebble_port);
     close(fd);
     fd = test_reserve_port(&http_port);
@@ -310,13 +334,17 @@ START_TEST(issue_validated_then_restart)
     X509_free(x);
     ck_assert_int_eq(mode_of("localhost.pem"), 0600);
     /* The file's key is the certificate's. */
-    char cmd[512], out[256];
-    snprintf(
-        cmd, sizeof(cmd),
-        "a=$(openssl x509 -in %s/localhost.pem -noout -pubkey | openssl sha256); "
-        "b=$(openssl pkey -in %s/localhost.pem -pubout | openssl sha256); test \"$a\" = \"$b\"",
-        state, state);
-    ck_assert_int_eq(test_run(cmd, out, sizeof(out)), 0);
+    x = stored();
+    char path[256];
+    snprintf(path, sizeof(path), "%s/localhost.pem", state);
+    FILE *f = fopen(path, "r");
+    ck_assert_ptr_nonnull(f);
+    EVP_PKEY *key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
+    fclose(f);
+    ck_assert_msg(key != NULL, "no private key in %s", path);
+    ck_assert_int_eq(EVP_PKEY_eq(X509_get0_pubkey(x), key), 1);
+    EVP_PKEY_free(key);
+    X509_free(x);
 
     stop_pebble();
     test_stop_server(resp);
@@ -542,17 +570,84 @@ START_TEST(external_account_binding)
 }
 END_TEST
 
+/* ------------------------------------------- TLS to the daemon, by hand */
+
+/* One TLS connection to 127.0.0.1:port for "localhost", kept open across
+ * requests; the served certificate is not verified but looked at. */
+struct tls_peer {
+    SSL_CTX *ctx;
+    SSL *ssl;
+    int fd;
+};
+
+/* Connects and handshakes: false when either fails. */
+static bool tls_peer_open(struct tls_peer *p, int port)
+{
+    *p = (struct tls_peer){.fd = test_connect(port)};
+    if (p->fd < 0)
+        return false;
+    p->ctx = SSL_CTX_new(TLS_client_method());
+    ck_assert_ptr_nonnull(p->ctx);
+    p->ssl = SSL_new(p->ctx);
+    ck_assert_ptr_nonnull(p->ssl);
+    SSL_set_fd(p->ssl, p->fd);
+    SSL_set_tlsext_host_name(p->ssl, "localhost");
+    return SSL_connect(p->ssl) == 1;
+}
+
+static void tls_peer_close(struct tls_peer *p)
+{
+    if (p->ssl != NULL)
+        SSL_free(p->ssl);
+    if (p->ctx != NULL)
+        SSL_CTX_free(p->ctx);
+    if (p->fd >= 0)
+        close(p->fd);
+    *p = (struct tls_peer){.fd = -1};
+}
+
+/* The served certificate's serial in hex into `out`; whether a CA issued
+ * it (false: the self-signed placeholder). */
+static bool tls_peer_serial(const struct tls_peer *p, char *out, size_t size)
+{
+    X509 *x = SSL_get1_peer_certificate(p->ssl);
+    ck_assert_ptr_nonnull(x);
+    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get_serialNumber(x), NULL);
+    char *hex = BN_bn2hex(bn);
+    snprintf(out, size, "%s", hex);
+    OPENSSL_free(hex);
+    BN_free(bn);
+    bool issued = !is_placeholder(x);
+    X509_free(x);
+    return issued;
+}
+
+/* A new handshake's serial into `out`: whether a CA issued it; false
+ * (and "") when the handshake fails. */
+static bool served_serial(int port, char *out, size_t size)
+{
+    struct tls_peer p;
+    bool issued = false;
+    out[0] = '\0';
+    if (tls_peer_open(&p, port))
+        issued = tls_peer_serial(&p, out, size);
+    tls_peer_close(&p);
+    return issued;
+}
+
 /* The issuer of the certificate corral serves on `port` for
  * "localhost", in `out`; "" when the handshake fails. */
 static void served_issuer(int port, char *out, size_t size)
 {
-    char cmd[512];
-    snprintf(cmd, sizeof(cmd),
-             "openssl s_client -connect 127.0.0.1:%d -servername localhost </dev/null 2>/dev/null "
-             "| openssl x509 -noout -issuer 2>/dev/null",
-             port);
-    if (test_run(cmd, out, size) != 0)
-        out[0] = '\0';
+    struct tls_peer p;
+    out[0] = '\0';
+    if (tls_peer_open(&p, port)) {
+        X509 *x = SSL_get1_peer_certificate(p.ssl);
+        if (x != NULL)
+            X509_NAME_oneline(X509_get_issuer_name(x), out, (int)size);
+        X509_free(x);
+    }
+    tls_peer_close(&p);
 }
 
 static bool issued_served(int port)
@@ -690,71 +785,6 @@ START_TEST(daemon_issues_and_serves)
 }
 END_TEST
 
-/* ------------------------------------------- TLS to the daemon, by hand */
-
-/* One TLS connection to 127.0.0.1:port for "localhost", kept open across
- * requests; the served certificate is not verified but looked at. */
-struct tls_peer {
-    SSL_CTX *ctx;
-    SSL *ssl;
-    int fd;
-};
-
-/* Connects and handshakes: false when either fails. */
-static bool tls_peer_open(struct tls_peer *p, int port)
-{
-    *p = (struct tls_peer){.fd = test_connect(port)};
-    if (p->fd < 0)
-        return false;
-    p->ctx = SSL_CTX_new(TLS_client_method());
-    ck_assert_ptr_nonnull(p->ctx);
-    p->ssl = SSL_new(p->ctx);
-    ck_assert_ptr_nonnull(p->ssl);
-    SSL_set_fd(p->ssl, p->fd);
-    SSL_set_tlsext_host_name(p->ssl, "localhost");
-    return SSL_connect(p->ssl) == 1;
-}
-
-static void tls_peer_close(struct tls_peer *p)
-{
-    if (p->ssl != NULL)
-        SSL_free(p->ssl);
-    if (p->ctx != NULL)
-        SSL_CTX_free(p->ctx);
-    if (p->fd >= 0)
-        close(p->fd);
-    *p = (struct tls_peer){.fd = -1};
-}
-
-/* The served certificate's serial in hex into `out`; whether a CA issued
- * it (false: the self-signed placeholder). */
-static bool tls_peer_serial(const struct tls_peer *p, char *out, size_t size)
-{
-    X509 *x = SSL_get1_peer_certificate(p->ssl);
-    ck_assert_ptr_nonnull(x);
-    BIGNUM *bn = ASN1_INTEGER_to_BN(X509_get_serialNumber(x), NULL);
-    char *hex = BN_bn2hex(bn);
-    snprintf(out, size, "%s", hex);
-    OPENSSL_free(hex);
-    BN_free(bn);
-    bool issued = !is_placeholder(x);
-    X509_free(x);
-    return issued;
-}
-
-/* A new handshake's serial into `out`: whether a CA issued it; false
- * (and "") when the handshake fails. */
-static bool served_serial(int port, char *out, size_t size)
-{
-    struct tls_peer p;
-    bool issued = false;
-    out[0] = '\0';
-    if (tls_peer_open(&p, port))
-        issued = tls_peer_serial(&p, out, size);
-    tls_peer_close(&p);
-    return issued;
-}
-
 /* GET / on the open connection, keep-alive: true on "200" with the body
  * "ok\n", read whole (its length is known from the route). */
 static bool tls_peer_get(struct tls_peer *p)
@@ -867,6 +897,7 @@ Suite *test_suite(void)
 {
     Suite *s = suite_create("acme_pebble");
     TCase *tc = tcase_create("pebble");
+    tcase_add_unchecked_fixture(tc, certs_make, certs_remove);
     tcase_add_checked_fixture(tc, setup, teardown);
     tcase_set_timeout(tc, 60);
     tcase_add_test(tc, issue_validated_then_restart);

@@ -291,16 +291,25 @@ static void *backend_accept(void *arg)
     return NULL;
 }
 
-static struct backend *backend_start(const struct step *steps, size_t count)
+/* A backend on `fd`, a socket test_reserve_port() bound to `port`. */
+static struct backend *backend_start_on(const struct step *steps, size_t count, int fd, int port)
 {
     struct backend *b = xcalloc(1, sizeof(*b));
     b->steps = steps;
     b->step_count = count;
     pthread_mutex_init(&b->lock, NULL);
-    b->listen_fd = test_reserve_port(&b->port);
+    b->listen_fd = fd;
+    b->port = port;
     ck_assert_int_eq(listen(b->listen_fd, 64), 0);
     ck_assert_int_eq(pthread_create(&b->acceptor, NULL, backend_accept, b), 0);
     return b;
+}
+
+static struct backend *backend_start(const struct step *steps, size_t count)
+{
+    int port;
+    int fd = test_reserve_port(&port);
+    return backend_start_on(steps, count, fd, port);
 }
 
 /* Stops every thread, closes every connection, frees. */
@@ -666,18 +675,30 @@ static const struct hostile hostile_cases[] = {
 };
 /* clang-format on */
 
-START_TEST(hostile_upstream_is_contained)
+/* The table's rows go through one daemon HOSTILE_ROWS at a time (a daemon
+ * per row cost most of this program's time).  Each row has an upstream and
+ * a backend of its own, its location /rN/ (N: the row), so that no row
+ * meets another's pool or script; the backends listen one at a time, each
+ * while its row runs. */
+#define HOSTILE_ROWS 10
+
+static int hostile_slices(void)
 {
-    const struct hostile *h = &hostile_cases[_i];
-    struct backend *b = backend_start(&h->step, 1);
-    struct test_daemon d;
-    /* Timeouts would mark the only server down (as they should): not
-     * what is tested here. */
-    start_daemon(&d, b, "1s", "max_fails=0", "    keepalive 4;");
+    return (COUNT(hostile_cases) + HOSTILE_ROWS - 1) / HOSTILE_ROWS;
+}
+
+/* One row against the daemon `d`, its backend `b` behind location /rN/. */
+static void hostile_row(const struct test_daemon *d, int row, struct backend *b)
+{
+    const struct hostile *h = &hostile_cases[row];
+    char first[32], second[32], third[32];
+    snprintf(first, sizeof(first), "/r%d/first", row);
+    snprintf(second, sizeof(second), "/r%d/second", row);
+    snprintf(third, sizeof(third), "/r%d/third", row);
 
     const char *method = h->method != NULL ? h->method : "GET";
-    int fd = test_connect(d.port);
-    send_request(fd, method, "/first", "");
+    int fd = test_connect(d->port);
+    send_request(fd, method, first, "");
     struct response resp;
     read_response(fd, strcmp(method, "HEAD") == 0, &resp);
     if (h->expect == EXPECT_RESET) {
@@ -698,21 +719,58 @@ START_TEST(hostile_upstream_is_contained)
      * gets its own response, and the backend sees a clean request. */
     if (resp.end != 0 || resp.close) {
         close(fd);
-        fd = test_connect(d.port);
+        fd = test_connect(d->port);
     }
-    send_request(fd, "GET", "/second", "");
+    send_request(fd, "GET", second, "");
     read_response(fd, false, &resp);
     close(fd);
-    ck_assert_msg(resp.status == 200 && resp.end == 0 && strcmp(resp.body, "ok /second") == 0,
+    char want[64], line[64];
+    snprintf(want, sizeof(want), "ok %s", second);
+    snprintf(line, sizeof(line), "GET %s HTTP/1.1\r\n", second);
+    ck_assert_msg(resp.status == 200 && resp.end == 0 && strcmp(resp.body, want) == 0,
                   "%s: the next request got status %d end %d body \"%s\"", h->name, resp.status,
                   resp.end, resp.body);
-    const char *seen = backend_seen(b, "/second");
-    ck_assert_msg(seen != NULL && strncmp(seen, "GET /second HTTP/1.1\r\n", 22) == 0,
+    const char *seen = backend_seen(b, second);
+    ck_assert_msg(seen != NULL && strncmp(seen, line, strlen(line)) == 0,
                   "%s: the backend saw \"%s\"", h->name, seen != NULL ? seen : "(nothing)");
-    expect_clean_exchange(&d, "/third");
+    expect_clean_exchange(d, third);
+}
 
+START_TEST(hostile_upstream_is_contained)
+{
+    int from = _i * HOSTILE_ROWS;
+    int to =
+        from + HOSTILE_ROWS < COUNT(hostile_cases) ? from + HOSTILE_ROWS : COUNT(hostile_cases);
+    int fds[HOSTILE_ROWS], ports[HOSTILE_ROWS];
+    /* Timeouts would mark a row's only server down (as they should): not
+     * what is tested here. */
+    char conf[16384];
+    int n = snprintf(conf, sizeof(conf),
+                     "workers 1;\ndrain_timeout 1s;\nadmin { listen 127.0.0.2:0; }\n");
+    for (int row = from; row < to; row++) {
+        fds[row - from] = test_reserve_port(&ports[row - from]);
+        n += snprintf(conf + n, sizeof(conf) - (size_t)n,
+                      "upstream r%d {\n    server 127.0.0.1:%d max_fails=0;\n    keepalive 4;\n}\n",
+                      row, ports[row - from]);
+    }
+    n += snprintf(conf + n, sizeof(conf) - (size_t)n,
+                  "server {\n    listen 127.0.0.1:0;\n    proxy_read_timeout 1s;\n");
+    for (int row = from; row < to; row++)
+        n += snprintf(conf + n, sizeof(conf) - (size_t)n,
+                      "    location /r%d/ {\n        proxy_pass http://r%d;\n    }\n", row, row);
+    n += snprintf(conf + n, sizeof(conf) - (size_t)n, "}\n");
+    ck_assert_int_lt(n, (int)sizeof(conf));
+    struct test_daemon d;
+    test_daemon_init(&d, "corral");
+    test_daemon_write_config(&d, conf);
+    test_daemon_start(&d);
+    for (int row = from; row < to; row++) {
+        struct backend *b =
+            backend_start_on(&hostile_cases[row].step, 1, fds[row - from], ports[row - from]);
+        hostile_row(&d, row, b);
+        backend_stop(b);
+    }
     test_daemon_stop(&d);
-    backend_stop(b);
 }
 END_TEST
 
@@ -1047,7 +1105,7 @@ Suite *test_suite(void)
     hostile_init();
     Suite *suite = suite_create("proto/hostile_upstream");
     TCase *tc = new_case(suite, "responses", 20);
-    tcase_add_loop_test(tc, hostile_upstream_is_contained, 0, COUNT(hostile_cases));
+    tcase_add_loop_test(tc, hostile_upstream_is_contained, 0, hostile_slices());
     tcase_add_test(tc, connection_listing_cannot_strip_end_to_end_headers);
     tcase_add_test(tc, proxy_buffer_size_bounds_the_response_head);
     tcase_add_test(tc, switch_without_upgrade_header_gives_502);

@@ -154,19 +154,58 @@ static bool have_tools(void)
     return false;
 }
 
-/* A self-signed pair in the daemon's directory, its files `key` and
- * `cert`, for the name `cn`, its key openssl req's -newkey `kind`. */
-static void make_pair(const char *key, const char *cert, const char *cn, const char *kind)
+#define EC_P256 "ec -pkeyopt ec_paramgen_curve:P-256"
+
+/* The self-signed pairs the cases use: their files `key` and `cert`, for
+ * the name `cn`, the key openssl req's -newkey `kind`.  Made once, by the
+ * runner before the first case (an unchecked fixture), in the group's
+ * directory; make_pair() links them into a case's. */
+static const struct pair {
+    const char *key, *cert, *cn, *kind;
+} pairs[] = {
+    {"key.pem", "cert.pem", "localhost", EC_P256},
+    {"a.key", "a.pem", "a.test", EC_P256},
+    {"b.key", "b.pem", "b.test", EC_P256},
+    {"rsa.key", "rsa.pem", "localhost", "rsa:2048"},
+};
+
+/* In the runner, where a failed assertion would end the program without
+ * a word: what goes wrong is printed, and make_pair() then fails the case
+ * that needs the missing pair.  Without openssl the cases skip. */
+static void pairs_make(void)
 {
     char cmd[PATH_MAX + 512], out[4096];
-    snprintf(cmd, sizeof(cmd),
-             "cd %s && openssl req -x509 -newkey %s -nodes -keyout %s -out %s -subj /CN=%s "
-             "-days 1 2>&1",
-             test_daemon_dir(), kind, key, cert, cn);
-    ck_assert_msg(test_run(cmd, out, sizeof(out)) == 0, "openssl: %s", out);
+    if (test_run("command -v openssl", out, sizeof(out)) != 0)
+        return;
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]); i++) {
+        snprintf(cmd, sizeof(cmd),
+                 "cd %s && openssl req -x509 -newkey %s -nodes -keyout %s -out %s -subj /CN=%s "
+                 "-days 1 2>&1",
+                 test_daemon_group_dir(), pairs[i].kind, pairs[i].key, pairs[i].cert, pairs[i].cn);
+        if (test_run(cmd, out, sizeof(out)) != 0)
+            fprintf(stderr, "openssl for %s: %s\n", pairs[i].cert, out);
+    }
 }
 
-#define EC_P256 "ec -pkeyopt ec_paramgen_curve:P-256"
+/* Links the pair `key` and `cert` (for `cn`, of `kind`; one of pairs[])
+ * into the daemon's directory. */
+static void make_pair(const char *key, const char *cert, const char *cn, const char *kind)
+{
+    const struct pair *pair = NULL;
+    for (size_t i = 0; i < sizeof(pairs) / sizeof(pairs[0]) && pair == NULL; i++)
+        if (strcmp(pairs[i].key, key) == 0 && strcmp(pairs[i].cert, cert) == 0 &&
+            strcmp(pairs[i].cn, cn) == 0 && strcmp(pairs[i].kind, kind) == 0)
+            pair = &pairs[i];
+    ck_assert_msg(pair != NULL, "no pair %s, %s for %s in pairs[]", key, cert, cn);
+    const char *const files[] = {key, cert};
+    for (int i = 0; i < 2; i++) {
+        char target[PATH_MAX], link[PATH_MAX + 64];
+        snprintf(target, sizeof(target), "%s/%s", test_daemon_group_dir(), files[i]);
+        ck_assert_msg(access(target, R_OK) == 0, "%s was not made (see the output above)", target);
+        test_daemon_file(link, sizeof(link), files[i]);
+        ck_assert_int_eq(symlink(target, link), 0);
+    }
+}
 
 static void make_certificate(void)
 {
@@ -1557,6 +1596,7 @@ Suite *test_suite(void)
     Suite *s = suite_create("proto/http3_daemon");
     TCase *tc = tcase_create("daemon");
     test_daemon_fixture(tc);
+    tcase_add_unchecked_fixture(tc, pairs_make, NULL);
     tcase_set_timeout(tc, 120);
     tcase_add_test(tc, serves_http3);
     tcase_add_test(tc, bulk_each_loss);
