@@ -27,7 +27,8 @@ void text_printf(struct text *t, const char *fmt, ...)
     for (;;) {
         va_list ap;
         va_start(ap, fmt);
-        int n = vsnprintf(t->data + t->len, t->cap - t->len, fmt, ap);
+        /* An empty text has no buffer yet, and NULL + 0 is undefined. */
+        int n = vsnprintf(t->data != NULL ? t->data + t->len : NULL, t->cap - t->len, fmt, ap);
         va_end(ap);
         if (n < 0)
             return;

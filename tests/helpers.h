@@ -51,6 +51,20 @@ extern const bool test_forkless __attribute__((weak));
 #define TEST_TSAN 0
 #endif
 
+/* 1 in a program built with AddressSanitizer: gcc says so with
+ * __SANITIZE_ADDRESS__, Debian 12's clang (14, the ASan build's compiler)
+ * only through __has_feature. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_ASAN 1
+#endif
+#endif
+#ifndef TEST_ASAN
+#define TEST_ASAN 0
+#endif
+
 /* Runs `command` through the shell: what it prints, as much as fits, into
  * `out` (`size` bytes, NUL-terminated; the rest is read and dropped), and
  * its exit status, or -1 when it did not exit. */

@@ -189,11 +189,12 @@ void cache_policy_decide(const struct cache_policy_in *in, struct cache_policy *
         out->refusal = CACHE_AUTHORIZATION;
         return;
     }
-    for (const char *v = out->vary.data; v < out->vary.data + out->vary.len; v++)
-        if (*v == '*') {
-            out->refusal = CACHE_VARY_ANY;
-            return;
-        }
+    /* An empty Vary may have no data at all: neither NULL + 0 nor
+     * memchr(NULL, ...) is defined. */
+    if (out->vary.len > 0 && memchr(out->vary.data, '*', out->vary.len) != NULL) {
+        out->refusal = CACHE_VARY_ANY;
+        return;
+    }
     /* RFC 9111 4.2.1: s-maxage, then max-age, then Expires - Date; then
      * the location's proxy_cache_valid, as nginx ranks them. */
     int64_t lifetime;

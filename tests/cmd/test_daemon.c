@@ -811,8 +811,9 @@ static void spawn_refusing_listeners(struct test_daemon *d, const char *mode)
     snprintf(lib, sizeof(lib), "%.*s/obj/tests/cmd/refuse_listeners.so",
              slash != NULL ? (int)(slash - binary) : 1, slash != NULL ? binary : ".");
     ck_assert_msg(access(lib, R_OK) == 0, "%s: %s", lib, strerror(errno));
-    /* ASan insists on coming first among the libraries; this one intercepts
-     * nothing ASan does. */
+    /* gcc's ASan runtime, a shared library, insists on coming first among
+     * the libraries (clang's, linked into the program, checks nothing);
+     * this one intercepts nothing ASan does. */
     const char *asan = getenv("ASAN_OPTIONS");
     snprintf(options, sizeof(options), "%s%sverify_asan_link_order=0", asan != NULL ? asan : "",
              asan != NULL && asan[0] != '\0' ? ":" : "");

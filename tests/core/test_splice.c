@@ -49,14 +49,9 @@ static bool send_all(struct sender *s, const char *buf, size_t len)
     return true;
 }
 
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
 #define RSS_GROWTH_MAX_KB (50 * 1024)
-#elif defined(__has_feature)
-#if __has_feature(address_sanitizer)
-#define RSS_GROWTH_MAX_KB (50 * 1024)
-#endif
-#endif
-#ifndef RSS_GROWTH_MAX_KB
+#else
 #define RSS_GROWTH_MAX_KB (32 * 1024)
 #endif
 

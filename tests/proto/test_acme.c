@@ -553,8 +553,8 @@ START_TEST(parse_authorization)
         ck_assert_msg(PARSE(acme_parse_authorization, text, &a) == -EINVAL, "%zu accepted", i);
     }
     const char *bad_id[] = {
-        "{\"status\":\"pending\",\"identifier\":{\"type\":\"ip\",\"value\":\"1.2.3.4\"},"
-        "\"challenges\":[]}",
+        ("{\"status\":\"pending\",\"identifier\":{\"type\":\"ip\",\"value\":\"1.2.3.4\"},"
+         "\"challenges\":[]}"),
         "{\"status\":\"pending\",\"identifier\":\"a\",\"challenges\":[]}",
         "{\"status\":\"pending\",\"identifier\":{\"type\":\"dns\",\"value\":7},\"challenges\":[]}",
     };

@@ -13,7 +13,7 @@
 #include "proto/http/block_pool.h"
 
 #include <stdlib.h>
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 #include <string.h>
@@ -341,7 +341,7 @@ START_TEST(pool_fit)
     ck_assert_ptr_null(block_pool_take(100000, &cap));
     void *big = malloc(100000);
     block_pool_put(big, 100000);
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
     /* kept, not to be touched: a use after the coder freed it is caught */
     ck_assert(__asan_address_is_poisoned((char *)big + 50000));
 #endif
@@ -351,7 +351,7 @@ START_TEST(pool_fit)
     ck_assert_ptr_null(block_pool_take(70000, &cap));
     ck_assert_ptr_eq(block_pool_take(80000, &cap), big);
     ck_assert_uint_eq(cap, 100000);
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
     ck_assert(!__asan_address_is_poisoned((char *)big + 50000));
 #endif
     ck_assert_uint_eq(block_pool_bytes(), held - 100000);

@@ -1612,7 +1612,7 @@ START_TEST(session_times_what_waits)
     struct bytes b = {0};
     frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 0..17 */
     frame(&b, H2_HEADERS, 0, 1, REQ, 3);                                      /* 17..29 */
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, REQ + 3, REQ_LEN - 3); /* 29..41 */
+    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, &REQ[3], REQ_LEN - 3); /* 29..41 */
     frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 41..58 */
     frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 58..75 */
     ck_assert_uint_eq(b.len, 75);

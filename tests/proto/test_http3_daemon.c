@@ -33,7 +33,7 @@
 /* The size of each of bulk_at()'s 100 streams: 4 KB under ASan, whose
  * daemon takes several times as long per byte; the count of streams on
  * one connection is what those check, and stays the same. */
-#ifdef __SANITIZE_ADDRESS__
+#if TEST_ASAN
 #define PIECE_LEN (4 * 1024)
 #else
 #define PIECE_LEN (16 * 1024)
@@ -427,7 +427,7 @@ END_TEST
  * ASan's daemon and backend take 5 s or more over that, so 2 MB at each
  * loss there (still many flow-control windows of the daemon's 64 KB per
  * stream and 1 MB per connection). */
-#ifdef __SANITIZE_ADDRESS__
+#if TEST_ASAN
 #define POST_LEN (2 * 1024 * 1024)
 #else
 #define POST_LEN (10 * 1024 * 1024)
@@ -809,7 +809,7 @@ static void steered_connections(const char *host, unsigned clients, bool reload)
 
 /* ASan's daemon completes 1,000 handshakes at once too slowly for the
  * client's timeouts (it opens new connections then). */
-#ifdef __SANITIZE_ADDRESS__
+#if TEST_ASAN
 #define MANY_CONNECTIONS 100
 #else
 #define MANY_CONNECTIONS 1000

@@ -14,7 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
 #include <sanitizer/asan_interface.h>
 #endif
 
@@ -47,7 +47,7 @@ START_TEST(mem_reuse)
     mem_free(a);
     ck_assert_uint_eq(small_mem_kept(100), before + 1);
     ck_assert_uint_eq(small_mem_kept(90), before + 1); /* the same class */
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
     ck_assert(__asan_address_is_poisoned(a + 10));
 #endif
     /* another class: not this block */
@@ -55,7 +55,7 @@ START_TEST(mem_reuse)
     ck_assert_ptr_ne(b, a);
     ck_assert_ptr_eq(mem_malloc(90), a);
     ck_assert_uint_eq(small_mem_kept(100), before);
-#if defined(__SANITIZE_ADDRESS__)
+#if TEST_ASAN
     ck_assert(!__asan_address_is_poisoned(a + 10));
 #endif
     mem_free(a);
