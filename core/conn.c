@@ -126,8 +126,8 @@ void corral__conn_end(corral_conn *conn, int error, bool reset)
         struct linger linger = {.l_onoff = 1, .l_linger = 0};
         (void)setsockopt(conn->fd, SOL_SOCKET, SO_LINGER, &linger, sizeof(linger));
     }
-    /* Out of the epoll set first only where a forked process may hold a
-     * copy of the socket: close() removes it with the last reference. */
+    /* Out of the epoll set first, whoever else holds the socket (see
+     * fd_share.c): an entry left there would report a freed connection. */
     corral__fd_share_close(conn->loop, conn->fd, conn->registered);
     conn->registered = false;
     conn->fd = -1;

@@ -1,63 +1,41 @@
 /*
- * fd_share.c: whether another process may hold copies of this process's
- * descriptors, and closing a watched socket accordingly.
+ * fd_share.c: closing a watched socket when other references to it may be
+ * open anywhere: it leaves the epoll set before close(), always.
  *
  * close() takes a socket out of the epoll sets it is in only with the last
- * reference to the file.  A child between fork() and exec() (a binary
- * upgrade) holds one, and the set would go on reporting a connection that
- * is already freed; only then must a close remove the socket first, with
- * an EPOLL_CTL_DEL per connection that is otherwise a wasted system call.
- * posix_spawn() and vfork() run no fork handlers: corral starts no child
- * that way, and a program using libcorral that does must not either.
+ * reference to its file, and references the loop cannot see are common in
+ * a program that embeds it: a child between fork() and exec(); the same
+ * from posix_spawn(), vfork(), and glibc's system() and popen() built on
+ * them, which run no fork handler; a sanitizer starting its symbolizer
+ * with a raw clone; a descriptor in flight in SCM_RIGHTS or dup()ed;
+ * another thread inside a system call on the descriptor's number.  The
+ * entry such a reference keeps goes on reporting events with the handle
+ * of a connection that is freed by then: a use after free.
+ *
+ * Hence one EPOLL_CTL_DEL per connection that ever waited (one answered at
+ * once never joins the set, see corral__conn_open()).  The removal is
+ * the work close() would otherwise do itself: what the DEL adds is one
+ * system call (measured in docs/benchmarks.md).  Rejected:
+ *   - removing it only after a fork() seen by pthread_atfork() (what this
+ *     did before): blind to every other case above;
+ *   - a generation tag in the event's data: a table look-up per event, and
+ *     entries left in the set for as long as a copy lives, their events
+ *     read and thrown away;
+ *   - freeing the connection only once epoll_wait() has returned after
+ *     the close: a copy may outlive any number of waits.
  */
 #include "internal.h"
 
-#include <pthread.h>
-#include <sched.h>
-#include <stdatomic.h>
-#include <stdbool.h>
 #include <unistd.h>
-
-/* Set before every fork() (pthread_atfork), cleared by corral_fds_unshared(). */
-static atomic_bool shared;
-/* Closes in progress that read `shared` as false: a fork waits for them. */
-static atomic_uint closing;
-static pthread_once_t registered = PTHREAD_ONCE_INIT;
-
-/* In the forking thread, before the fork.  Sequentially consistent on both
- * sides: a close either sees `shared` set (and removes the socket from its
- * set itself) or counted itself in `closing` before this store, and then
- * this waits until its close() is done, before the child can copy it. */
-static void fd_share_prepare(void)
-{
-    atomic_store(&shared, true);
-    while (atomic_load(&closing) != 0)
-        sched_yield();
-}
-
-static void fd_share_register(void)
-{
-    /* pthread_atfork() fails only with ENOMEM; then every close removes
-     * its socket first, as it did before this was known. */
-    if (pthread_atfork(fd_share_prepare, NULL, NULL) != 0)
-        atomic_store(&shared, true);
-}
-
-void corral__fd_share_init(void)
-{
-    pthread_once(&registered, fd_share_register);
-}
 
 void corral__fd_share_close(corral_loop *loop, int fd, bool watched)
 {
-    atomic_fetch_add(&closing, 1);
-    if (watched && atomic_load(&shared))
+    if (watched)
         corral__loop_unwatch(loop, fd);
     close(fd);
-    atomic_fetch_sub(&closing, 1);
 }
 
+/* Kept for programs written against the version that needed it. */
 void corral_fds_unshared(void)
 {
-    atomic_store(&shared, false);
 }

@@ -162,11 +162,8 @@ int corral__loop_watch(corral_loop *loop, int fd, struct corral__handle *handle,
 int corral__loop_rewatch(corral_loop *loop, int fd, struct corral__handle *handle, uint32_t events);
 void corral__loop_unwatch(corral_loop *loop, int fd);
 
-/* Registers the fork handler of fd_share.c, once per process; from then
- * on a fork() marks every descriptor as possibly held by another process. */
-void corral__fd_share_init(void);
 /* Closes `fd`, first taking it out of `loop`'s epoll set if it is
- * `watched` there and another process may hold a copy of it. */
+ * `watched` there: a copy open anywhere would keep it in the set. */
 void corral__fd_share_close(corral_loop *loop, int fd, bool watched);
 
 /* corral_loop_post() of an embedded node: allocates nothing, cannot fail. */

@@ -57,7 +57,6 @@ int corral_loop_new(corral_loop **out)
         err = -ENOMEM;
         goto fail;
     }
-    corral__fd_share_init();
     loop->epfd = epoll_create1(EPOLL_CLOEXEC);
     if (loop->epfd == -1) {
         err = -errno;

@@ -154,12 +154,10 @@ CORRAL_EXTERN int corral_loop_new(corral_loop **out);
  *  freed by their owners. */
 CORRAL_EXTERN void corral_loop_free(corral_loop *loop);
 
-/** Tells corral that no other process holds copies of its descriptors any
- *  more: every child forked since has exec'd (close-on-exec dropped them)
- *  or exited.  After a fork() closing a connection also takes its socket
- *  out of the loop's epoll set, one system call more per connection,
- *  because a socket leaves the set only when its last copy is closed; this
- *  ends that until the next fork().  Any thread. */
+/** Does nothing.  It once told corral that no child held copies of its
+ *  descriptors any more; a connection's socket now leaves the epoll set
+ *  before it is closed whatever copies exist (see corral_conn_fd()).  Any
+ *  thread. */
 CORRAL_EXTERN void corral_fds_unshared(void);
 
 /** Runs the loop on the calling thread until corral_loop_stop().  Returns 0,
@@ -446,9 +444,16 @@ CORRAL_EXTERN void corral_conn_set_data(corral_conn *conn, void *data);
 CORRAL_EXTERN void *corral_conn_data(const corral_conn *conn);
 /** The `data` given to the listener (NULL for outgoing connections). */
 CORRAL_EXTERN void *corral_conn_listener_data(const corral_conn *conn);
-/** The connection's socket, for system calls on it.  Not to be dup()ed: a
- *  copy open after the connection closes would keep the socket in the
- *  loop's epoll set (see corral_fds_unshared()). */
+/** The connection's socket, for system calls on it (getsockname(),
+ *  setsockopt(), a MSG_PEEK recv()) from the loop's thread while the
+ *  connection is open.  The connection owns it: never close() it, change
+ *  its O_NONBLOCK flag or add it to an epoll set, and never use the number
+ *  once the connection has closed (on_close), since the next socket opened
+ *  may reuse it.  Copies are harmless to the loop (a forked or spawned
+ *  child's, a dup(), one in flight in SCM_RIGHTS, another thread inside a
+ *  system call on it): the socket leaves the loop's epoll set before its
+ *  close, so no event reaches a freed connection; but a copy keeps the
+ *  socket open, and the peer sees no end, until it is closed too. */
 CORRAL_EXTERN int corral_conn_fd(const corral_conn *conn);
 /** The peer address of an accepted TCP connection, as accept() reported it
  *  (no system call).  Returns 0, or -ENOTCONN for outgoing connections and

@@ -577,8 +577,12 @@ static void next_request(struct run *r)
     r->pending_count--;
 }
 
+/* Also done when the connection went away meanwhile (a pump closed it):
+ * there is nothing left to poll, and no index to read a descriptor at. */
 NO_COVERAGE static bool current_writable(struct run *r)
 {
+    if (r->current < 0)
+        return true;
     struct pollfd pfd = {.fd = r->ups[r->current].fd, .events = POLLOUT};
     return poll(&pfd, 1, 0) == 1;
 }
