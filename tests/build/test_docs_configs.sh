@@ -4,13 +4,14 @@
 # the fenced blocks whose info string starts with `nginx`:
 #
 #   ```nginx                a whole configuration: -t must accept it;
-#   ```nginx CONTEXT        a part of one, written as it goes inside a
-#                           `server`, `location`, `upstream` or `stream`
-#                           block, or `main` (top level): the test wraps it
-#                           in that block (a server listening on loopback)
-#                           and adds an upstream for each name a
-#                           proxy_pass, grpc_pass or stream proxy_pass
-#                           uses without defining it.
+#   ```nginx server         a part of one, as it goes inside a server
+#                           block: the test wraps it in a server that
+#                           listens on loopback;
+#   ```nginx main           a top level that names upstreams it does not
+#                           define (they are elsewhere on the page).
+#
+# For both, the test adds an upstream for each name a proxy_pass or
+# grpc_pass uses without defining it.
 #
 # Renderers show the first word only.  A block whose first line is a
 # comment naming a file (`# conf.d/workers.conf`) is also written under
@@ -37,7 +38,7 @@ for kind in ec rsa; do
 done
 openssl passwd -apr1 secret | sed 's/^/alice:/' >"$scratch/htpasswd"
 python3 - "$scratch" <<'PY'
-import glob, os, re, shutil, subprocess, sys
+import concurrent.futures, glob, os, re, shutil, subprocess, sys
 
 scratch = sys.argv[1]
 corral = os.path.abspath("build/corral")
@@ -123,33 +124,17 @@ UPSTREAM_USE = re.compile(r'\b(?:proxy_pass|grpc_pass)\s+(?:(?:https?|grpcs?)://
                           r'([A-Za-z_][\w-]*)(?=[/;\s])')
 
 def wrap(body, context):
-    """A whole configuration holding `body`, written for `context`."""
+    """A whole configuration holding `body`, written for `context`.  The
+    upstreams added go first, on one line, so that the example's own lines
+    keep their numbers in a server block's (one line more)."""
     defined = set(re.findall(r'^\s*upstream\s+([\w-]+)', body, re.M))
     used = [n for n in dict.fromkeys(UPSTREAM_USE.findall(body)) if n not in defined]
-    stream_used = context == "stream" or re.search(r'^\s*stream\s*\{', body, re.M)
-    listen = "    listen 127.0.0.1:0;\n"
+    ups = " ".join("upstream %s { server 127.0.0.1:1; }" % n for n in used)
     if context == "main":
-        text = body
-    elif context == "server":
-        text = "server {\n" + listen + body + "\n}"
-    elif context == "location":
-        text = "server {\n" + listen + "location / {\n" + body + "\n}\n}"
-    elif context == "upstream":
-        text = "upstream u {\n" + body + "\n}\nserver {\n" + listen + \
-               "location / { proxy_pass http://u; }\n}"
-    elif context == "stream":
-        text = "stream {\n" + body + "\n}"
-    else:
-        raise ValueError("unknown context " + context)
-    ups = "".join("upstream %s { server 127.0.0.1:1; }\n" % n for n in used)
-    if ups and context == "stream":
-        # A stream's upstreams are the stream block's.
-        text = "stream {\n" + ups + body + "\n}"
-    elif ups and stream_used and not re.search(r'^\s*server\s*\{', body, re.M):
-        text = text.replace("stream {", "stream {\n" + ups, 1)
-    else:
-        text = ups + text
-    return text
+        return ups + "\n" + body
+    if context == "server":
+        return ups + " server { listen 127.0.0.1:0;\n" + body + "\n}"
+    raise ValueError("unknown context %r (server or main)" % context)
 
 def blocks(path):
     """Each fenced block of a markdown file: (line, info words, lines)."""
@@ -173,6 +158,10 @@ def run(conf, cwd):
                        stderr=subprocess.STDOUT, timeout=20, text=True)
     return r.returncode, r.stdout
 
+# The checks of whole examples, run a few at a time once all are written
+# (each -t is a process start, most of its time): (where, what, file, its
+# directory, how its lines map to the page's).
+checks = []
 failures = checked = 0
 def fail(where, message, output=""):
     global failures
@@ -223,20 +212,21 @@ for doc in ["README.md"] + sorted(glob.glob("docs/*.md")):
     for n, (line, context, text, name) in enumerate(examples):
         if name in shown:
             continue
-        checked += 1
         where = "%s:%d" % (doc, line)
         conf = os.path.join(page, "example-%d.conf" % n)
         try:
             text = wrap(text, context) if context else text
         except ValueError as e:
+            checked += 1
             fail(where, str(e))
             continue
         with open(conf, "w") as f:
             f.write(localise(text, page))
-        status, output = run(os.path.basename(conf), page)
-        if status != 0:
-            fail(where, "corral -t refuses this example%s:" %
-                 (" (in a %s block)" % context if context else ""), output)
+        # Positions as the page's lines: the example's first line is the
+        # line after the fence, and a wrapped one's is the file's second.
+        checks.append((where, "corral -t refuses this example%s:" %
+                       (" (%s)" % context if context else ""), conf, page,
+                       (doc, line - 1 if context else line)))
 
 # The configuration files docs/ ships whole, and the one in the Kubernetes
 # manifest's ConfigMap.
@@ -256,13 +246,21 @@ page = os.path.join(scratch, "files")
 os.makedirs(page)
 for n, f in enumerate(files):
     where, text = (f, open(f).read()) if isinstance(f, str) else ("%s:%d" % f[:2], f[2])
-    checked += 1
     conf = os.path.join(page, "file-%d.conf" % n)
     with open(conf, "w") as out:
         out.write(localise(text, page))
-    status, output = run(os.path.basename(conf), page)
-    if status != 0:
-        fail(where, "corral -t refuses this file:", output)
+    checks.append((where, "corral -t refuses this file:", conf, page, None))
+
+with concurrent.futures.ThreadPoolExecutor(4) as pool:
+    results = list(pool.map(lambda c: run(os.path.basename(c[2]), c[3]), checks))
+for (where, message, conf, page, lines), (status, output) in zip(checks, results):
+    checked += 1
+    if status == 0:
+        continue
+    if lines is not None:
+        output = re.sub(re.escape(os.path.basename(conf)) + r':(\d+):',
+                        lambda m: "%s:%d:" % (lines[0], int(m.group(1)) + lines[1]), output)
+    fail(where, message, output)
 
 print("%d of %d configuration examples failed" % (failures, checked))
 sys.exit(1 if failures else 0)
