@@ -21,7 +21,10 @@
 # directives name (certificates, keys, password and key files, state
 # directories) are made, throwaway, in a scratch directory; an absolute
 # path is moved under it.  -t binds nothing, so the ports the examples
-# write are never opened.
+# write are never opened.  The files docs/ ships (docs/examples/*.conf,
+# docs/deploy/corral.conf, the Kubernetes manifest's corral.conf) are
+# checked too, and the built-in configuration config.md shows must be
+# conf/default.c's.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
 [ -x build/corral ] || { echo "test_docs_configs: build/corral is missing (run ninja)" >&2; exit 1; }
@@ -38,7 +41,7 @@ for kind in ec rsa; do
 done
 openssl passwd -apr1 secret | sed 's/^/alice:/' >"$scratch/htpasswd"
 python3 - "$scratch" <<'PY'
-import concurrent.futures, glob, os, re, shutil, subprocess, sys
+import ast, concurrent.futures, glob, os, re, shutil, subprocess, sys
 
 scratch = sys.argv[1]
 corral = os.path.abspath("build/corral")
@@ -261,6 +264,15 @@ for (where, message, conf, page, lines), (status, output) in zip(checks, results
         output = re.sub(re.escape(os.path.basename(conf)) + r':(\d+):',
                         lambda m: "%s:%d:" % (lines[0], int(m.group(1)) + lines[1]), output)
     fail(where, message, output)
+
+# The built-in configuration config.md shows is the one corral runs.
+checked += 1
+source = open("conf/default.c").read().split("conf_default_text[] =", 1)[1]
+builtin = "".join(ast.literal_eval(s) for s in re.findall(r'^\s*("(?:[^"\\]|\\.)*")', source, re.M))
+section = open("docs/config.md").read().split("\n## The built-in configuration\n", 1)[1]
+shown = re.search(r'```nginx\n(.*?)```', section, re.S).group(1)
+if shown != builtin:
+    fail("docs/config.md", "the built-in configuration shown is not conf/default.c's")
 
 print("%d of %d configuration examples failed" % (failures, checked))
 sys.exit(1 if failures else 0)
