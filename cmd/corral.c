@@ -80,13 +80,11 @@ static void steering_lend(struct generation *gen, bool lend)
                  strerror(-err));
 }
 
-/* Stops waiting for the new process; `keep` the socket to pass it the
+/* Stops waiting for the new process, once it has reported (it has exec'd)
+ * or ended, or none was started; `keep` the socket to pass it the
  * connections. */
-/* Called once the new process has reported (it has exec'd) or ended, or
- * none was started: no other process holds this one's connections. */
 static void upgrade_finish(bool keep)
 {
-    corral_fds_unshared();
     corral_io_free(upgrade.io);
     corral_timer_free(upgrade.timer);
     if (!keep)
@@ -494,8 +492,6 @@ int main(int argc, char **argv)
         conf_free(config);
         goto out;
     }
-    /* The keeper closed every socket of ours, and none serves yet. */
-    corral_fds_unshared();
 
     stub_status_set_source(admin_stub_status_counts); /* before any worker serves */
     struct generation *gen;
