@@ -270,12 +270,8 @@ static int apply_key_request(void *conf, const struct conf_arg *args, size_t cou
     (void)count;
     struct auth_jwt_conf *c = conf;
     const struct conf_arg *arg = &args[0];
-    if (arg->text[0] != '/')
-        return conf_module_fail(error, &arg->pos, "\"%s\" is not a URI starting with \"/\"",
-                                arg->text);
-    for (const char *p = arg->text; *p != '\0'; p++)
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-            return conf_module_fail(error, &arg->pos, "%s", "space or control byte in the URI");
+    if (conf_arg_uri(arg, error) != 0)
+        return -1;
     c->key_request_pos = arg->pos;
     c->key_source = auth_jwt_fetch_source_new(arg->text);
     return c->key_source != NULL ? 0 : conf_module_fail(error, &arg->pos, "%s", "out of memory");
