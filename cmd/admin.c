@@ -335,14 +335,61 @@ void tls_totals_add(struct tls_totals *totals, const struct generation *gen, uns
     }
 }
 
-static void write_worker_metric(struct text *t, const char *name, const char *type,
-                                const char *help, const struct worker_totals *totals,
-                                unsigned count, size_t offset)
+/* A counter of struct worker_totals, written with a sample per worker. */
+struct worker_metric {
+    const char *name, *type, *help;
+    size_t offset; /* in struct worker_totals */
+};
+
+static const struct worker_metric accept_metrics[] = {
+    {"corral_accepts_total", "counter", "Connections accepted by each worker.",
+     offsetof(struct worker_totals, accepts)},
+    {"corral_accept_wakeups_total", "counter",
+     "Times each worker woke with a listening socket ready.",
+     offsetof(struct worker_totals, wakeups)},
+    {"corral_accept_wasted_total", "counter",
+     "Accept wakeups whose first accept() found no connection.",
+     offsetof(struct worker_totals, wasted)},
+    {"corral_accepts_local_total", "counter",
+     "Accepted connections that arrived on the worker's own CPU.",
+     offsetof(struct worker_totals, local)},
+    {"corral_connections_active", "gauge", "Open client connections on each worker.",
+     offsetof(struct worker_totals, active)},
+};
+
+/* Written only while a running generation is steered by eBPF. */
+static const struct worker_metric steer_metrics[] = {
+    {"corral_steered_total", "counter",
+     "Connections the eBPF program sent to each worker (this generation).",
+     offsetof(struct worker_totals, steered)},
+    {"corral_steer_local_total", "counter",
+     "wakeup affinity over eBPF: connections kept on the worker of their arrival CPU.",
+     offsetof(struct worker_totals, steer_local)},
+    {"corral_steer_spills_total", "counter",
+     "wakeup affinity over eBPF: connections that arrived on the worker's CPU and went to a "
+     "less loaded worker.",
+     offsetof(struct worker_totals, spills)},
+    {"corral_steer_taken_total", "counter",
+     "wakeup balanced: connections the worker took off other workers' queues because they "
+     "had waited there.",
+     offsetof(struct worker_totals, taken)},
+    {"corral_steer_load", "gauge",
+     "The load each worker publishes to the eBPF program: open connections plus connections "
+     "steered to it and not yet accepted.",
+     offsetof(struct worker_totals, load)},
+};
+
+static void write_worker_metrics(struct text *t, const struct worker_metric *metrics, size_t n,
+                                 const struct worker_totals *totals, unsigned count)
 {
-    text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
-    for (unsigned i = 0; i < count; i++)
-        text_printf(t, "%s{worker=\"%u\"} %llu\n", name, i,
-                    (unsigned long long)*(const uint64_t *)((const char *)&totals[i] + offset));
+    for (size_t k = 0; k < n; k++) {
+        const struct worker_metric *m = &metrics[k];
+        text_printf(t, "# HELP %s %s\n# TYPE %s %s\n", m->name, m->help, m->name, m->type);
+        for (unsigned i = 0; i < count; i++)
+            text_printf(
+                t, "%s{worker=\"%u\"} %llu\n", m->name, i,
+                (unsigned long long)*(const uint64_t *)((const char *)&totals[i] + m->offset));
+    }
 }
 
 static void metrics_on_request(struct exchange *ex, const struct http_request *req, void *data)
@@ -403,50 +450,18 @@ static void metrics_on_request(struct exchange *ex, const struct http_request *r
     runtime_limits_metrics(&t);
     runtime_cache_metrics(&t);
 
-    if (totals != NULL) {
-        write_worker_metric(&t, "corral_accepts_total", "counter",
-                            "Connections accepted by each worker.", totals, count,
-                            offsetof(struct worker_totals, accepts));
-        write_worker_metric(&t, "corral_accept_wakeups_total", "counter",
-                            "Times each worker woke with a listening socket ready.", totals, count,
-                            offsetof(struct worker_totals, wakeups));
-        write_worker_metric(&t, "corral_accept_wasted_total", "counter",
-                            "Accept wakeups whose first accept() found no connection.", totals,
-                            count, offsetof(struct worker_totals, wasted));
-        write_worker_metric(&t, "corral_accepts_local_total", "counter",
-                            "Accepted connections that arrived on the worker's own CPU.", totals,
-                            count, offsetof(struct worker_totals, local));
-        write_worker_metric(&t, "corral_connections_active", "gauge",
-                            "Open client connections on each worker.", totals, count,
-                            offsetof(struct worker_totals, active));
-    }
+    if (totals != NULL)
+        write_worker_metrics(&t, accept_metrics, sizeof(accept_metrics) / sizeof(accept_metrics[0]),
+                             totals, count);
     text_printf(&t,
                 "# HELP corral_wakeup_mode_info The wakeup mode requested and what this kernel "
                 "gave.\n# TYPE corral_wakeup_mode_info gauge\n"
                 "corral_wakeup_mode_info{requested=\"%s\",mode=\"%s\",impl=\"%s\"} 1\n",
                 corral_wakeup_mode_name(wakeup.requested), corral_wakeup_mode_name(wakeup.mode),
                 wakeup.impl);
-    if (totals != NULL && steering) {
-        write_worker_metric(&t, "corral_steered_total", "counter",
-                            "Connections the eBPF program sent to each worker (this generation).",
-                            totals, count, offsetof(struct worker_totals, steered));
-        write_worker_metric(&t, "corral_steer_local_total", "counter",
-                            "wakeup affinity over eBPF: connections kept on the worker of their "
-                            "arrival CPU.",
-                            totals, count, offsetof(struct worker_totals, steer_local));
-        write_worker_metric(&t, "corral_steer_spills_total", "counter",
-                            "wakeup affinity over eBPF: connections that arrived on the worker's "
-                            "CPU and went to a less loaded worker.",
-                            totals, count, offsetof(struct worker_totals, spills));
-        write_worker_metric(&t, "corral_steer_taken_total", "counter",
-                            "wakeup balanced: connections the worker took off other workers' "
-                            "queues because they had waited there.",
-                            totals, count, offsetof(struct worker_totals, taken));
-        write_worker_metric(&t, "corral_steer_load", "gauge",
-                            "The load each worker publishes to the eBPF program: open "
-                            "connections plus connections steered to it and not yet accepted.",
-                            totals, count, offsetof(struct worker_totals, load));
-    }
+    if (totals != NULL && steering)
+        write_worker_metrics(&t, steer_metrics, sizeof(steer_metrics) / sizeof(steer_metrics[0]),
+                             totals, count);
     text_printf(&t, "# HELP corral_requests_total HTTP responses sent, by status code.\n"
                     "# TYPE corral_requests_total counter\n");
     for (unsigned s = 0; s < HTTP_MAX_STATUS; s++)

@@ -132,6 +132,16 @@ int runtime_acme_start(struct runtime_acme *acme, corral_loop *loop)
     return 0;
 }
 
+/* Adds `client`'s counts of certificates issued and of failed attempts
+ * to *issued and *failures. */
+static void add_client_counts(const struct acme_client *client, uint64_t *issued,
+                              uint64_t *failures)
+{
+    const struct acme_client_stats *s = acme_client_stats(client);
+    *issued += atomic_load_explicit(&s->issued, memory_order_relaxed);
+    *failures += atomic_load_explicit(&s->failures, memory_order_relaxed);
+}
+
 void runtime_acme_totals(struct runtime_acme *acme, uint64_t *issued, uint64_t *failures)
 {
     if (acme == NULL)
@@ -139,13 +149,9 @@ void runtime_acme_totals(struct runtime_acme *acme, uint64_t *issued, uint64_t *
     pthread_mutex_lock(&acme->lock);
     *issued += acme->issued;
     *failures += acme->failures;
-    for (size_t i = 0; i < acme->count; i++) {
-        if (acme->clients[i] == NULL)
-            continue;
-        const struct acme_client_stats *s = acme_client_stats(acme->clients[i]);
-        *issued += atomic_load_explicit(&s->issued, memory_order_relaxed);
-        *failures += atomic_load_explicit(&s->failures, memory_order_relaxed);
-    }
+    for (size_t i = 0; i < acme->count; i++)
+        if (acme->clients[i] != NULL)
+            add_client_counts(acme->clients[i], issued, failures);
     pthread_mutex_unlock(&acme->lock);
 }
 
@@ -175,9 +181,7 @@ void runtime_acme_stop(struct runtime_acme *acme)
         if (acme->clients[i] == NULL)
             continue;
         /* Their counts outlive them: /metrics adds them up. */
-        const struct acme_client_stats *s = acme_client_stats(acme->clients[i]);
-        acme->issued += atomic_load_explicit(&s->issued, memory_order_relaxed);
-        acme->failures += atomic_load_explicit(&s->failures, memory_order_relaxed);
+        add_client_counts(acme->clients[i], &acme->issued, &acme->failures);
         acme_client_free(acme->clients[i]);
         acme->clients[i] = NULL;
     }

@@ -109,48 +109,30 @@ static int report(int err, const struct conf_pos *pos, const char *directive,
     return err;
 }
 
+int runtime_vars_compile_any(struct runtime_vars *vars, const char *text,
+                             const struct conf_pos *pos, const char *directive,
+                             const struct vars_template **out)
+{
+    struct vars_template *t;
+    struct vars_error error;
+    int err = vars_compile(text, &vars->lookup, &t, &error);
+    if (err != 0)
+        return report(err, pos, directive, &error);
+    if (own(vars, t) != 0) {
+        vars_template_free(t);
+        return -ENOMEM;
+    }
+    *out = t;
+    return 0;
+}
+
 int runtime_vars_compile(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
                          const char *directive, const struct vars_template **out)
 {
     *out = NULL;
     if (strchr(text, '$') == NULL)
         return 0;
-    struct vars_template *t;
-    struct vars_error error;
-    int err = vars_compile(text, &vars->lookup, &t, &error);
-    if (err != 0)
-        return report(err, pos, directive, &error);
-    if (own(vars, t) != 0) {
-        vars_template_free(t);
-        return -ENOMEM;
-    }
-    *out = t;
-    return 0;
-}
-
-/* runtime_vars_compile(), a literal too: for a value evaluated as a
- * template whatever it holds. */
-static int compile_always(struct runtime_vars *vars, const char *text, const struct conf_pos *pos,
-                          const char *directive, const struct vars_template **out)
-{
-    struct vars_template *t;
-    struct vars_error error;
-    int err = vars_compile(text, &vars->lookup, &t, &error);
-    if (err != 0)
-        return report(err, pos, directive, &error);
-    if (own(vars, t) != 0) {
-        vars_template_free(t);
-        return -ENOMEM;
-    }
-    *out = t;
-    return 0;
-}
-
-int runtime_vars_compile_any(struct runtime_vars *vars, const char *text,
-                             const struct conf_pos *pos, const char *directive,
-                             const struct vars_template **out)
-{
-    return compile_always(vars, text, pos, directive, out);
+    return runtime_vars_compile_any(vars, text, pos, directive, out);
 }
 
 static int map_build(struct runtime_vars *vars, const struct conf_map *conf, struct vars_map *map)
@@ -282,7 +264,7 @@ int runtime_vars_log_format_for(struct runtime_vars *vars, const struct conf_con
     }
     if (text == NULL)
         text = ACCESS_LOG_COMBINED_TIMED;
-    return compile_always(vars, text, pos, "log_format", out);
+    return runtime_vars_compile_any(vars, text, pos, "log_format", out);
 }
 
 /* One variable a `set` line defines: once, whatever its case and however

@@ -474,6 +474,20 @@ static inline char *conf_arg_file(const struct conf_arg *arg, struct conf_module
     return path;
 }
 
+/* Checks that `arg` is a URI on this server, as a directive naming a
+ * subrequest's takes it: starting with "/", without space or control
+ * bytes.  Returns 0, or -1 with why in `error`. */
+static inline int conf_arg_uri(const struct conf_arg *arg, struct conf_module_error *error)
+{
+    if (arg->text[0] != '/')
+        return conf_module_fail(error, &arg->pos, "\"%s\" is not a URI starting with \"/\"",
+                                arg->text);
+    for (const char *p = arg->text; *p != '\0'; p++)
+        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
+            return conf_module_fail(error, &arg->pos, "%s", "space or control byte in the URI");
+    return 0;
+}
+
 /* `module`'s struct in a level's block of module structs (conf_config,
  * conf_server and conf_location's `modules`), or NULL when the config was
  * parsed before `module` was registered. */

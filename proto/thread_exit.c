@@ -51,3 +51,13 @@ int thread_exit_call(void (*fn)(void *arg), void *arg)
     }
     return 0;
 }
+
+void *thread_exit_calloc(size_t size, void (*fn)(void *block))
+{
+    void *block = calloc(1, size);
+    if (block != NULL && thread_exit_call(fn, block) != 0) {
+        free(block);
+        return NULL;
+    }
+    return block;
+}

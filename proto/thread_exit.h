@@ -10,9 +10,16 @@
 #ifndef CORRAL_PROTO_THREAD_EXIT_H
 #define CORRAL_PROTO_THREAD_EXIT_H
 
+#include <stddef.h>
+
 /* Calls fn(arg) when the calling thread ends (pthread_exit or a return
  * from its start function; not at process exit on the main thread).
  * Returns 0, or -ENOMEM, when fn will not be called. */
 int thread_exit_call(void (*fn)(void *arg), void *arg);
+
+/* A zeroed block of `size` bytes for the calling thread's cache, passed
+ * to fn() when the thread ends (fn frees it).  Returns NULL when out of
+ * memory, with nothing registered. */
+void *thread_exit_calloc(size_t size, void (*fn)(void *block));
 
 #endif

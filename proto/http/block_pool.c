@@ -40,17 +40,9 @@ static void pool_destroy(void *arg)
 /* The thread's pool, made on its first put; NULL when out of memory. */
 static struct pool *pool_get(void)
 {
-    if (mine != NULL)
-        return mine;
-    struct pool *p = calloc(1, sizeof(*p));
-    if (p == NULL)
-        return NULL;
-    if (thread_exit_call(pool_destroy, p) != 0) {
-        free(p);
-        return NULL;
-    }
-    mine = p;
-    return p;
+    if (mine == NULL)
+        mine = thread_exit_calloc(sizeof(*mine), pool_destroy);
+    return mine;
 }
 
 void *block_pool_take(size_t size, size_t *cap)

@@ -145,6 +145,18 @@ static bool v2_tlvs_valid(const unsigned char *p, size_t len)
     return true;
 }
 
+/* An IP family's address block: the source's and the destination's
+ * addresses, `size` bytes each, then their ports, all in network order
+ * as a sockaddr keeps them. */
+static void v2_ip_addresses(const unsigned char *p, size_t size, void *source, void *destination,
+                            in_port_t *source_port, in_port_t *destination_port)
+{
+    memcpy(source, p, size);
+    memcpy(destination, p + size, size);
+    memcpy(source_port, p + 2 * size, 2);
+    memcpy(destination_port, p + 2 * size + 2, 2);
+}
+
 static ssize_t v2_parse(const unsigned char *data, size_t len, struct proxy_protocol_header *out)
 {
     if (len < V2_HEADER_LEN)
@@ -160,35 +172,26 @@ static ssize_t v2_parse(const unsigned char *data, size_t len, struct proxy_prot
         return 0;
     const unsigned char *p = data + V2_HEADER_LEN;
     struct proxy_protocol_header h = {.version = 2};
-    size_t addresses = 0;
+    /* The address block's length by family (UNSPEC, INET, INET6, UNIX):
+     * AF_UNIX's two 108-byte paths say nothing of a client's IP address,
+     * and the connection's own is kept, as in nginx. */
+    static const size_t family_addresses[4] = {0, 12, 36, 216};
+    assert(family < sizeof(family_addresses) / sizeof(family_addresses[0])); /* checked above */
+    size_t addresses = command == 1 ? family_addresses[family] : 0;
+    if (body < addresses)
+        return -EPROTO;
     if (command == 1 && family == 1) { /* PROXY, IPv4 */
-        addresses = 12;
-        if (body < addresses)
-            return -EPROTO;
         h.has_address = true;
         h.address_len = sizeof(struct sockaddr_in);
         h.source.in.sin_family = h.destination.in.sin_family = AF_INET;
-        memcpy(&h.source.in.sin_addr, p, 4);
-        memcpy(&h.destination.in.sin_addr, p + 4, 4);
-        memcpy(&h.source.in.sin_port, p + 8, 2);
-        memcpy(&h.destination.in.sin_port, p + 10, 2);
+        v2_ip_addresses(p, 4, &h.source.in.sin_addr, &h.destination.in.sin_addr,
+                        &h.source.in.sin_port, &h.destination.in.sin_port);
     } else if (command == 1 && family == 2) { /* PROXY, IPv6 */
-        addresses = 36;
-        if (body < addresses)
-            return -EPROTO;
         h.has_address = true;
         h.address_len = sizeof(struct sockaddr_in6);
         h.source.in6.sin6_family = h.destination.in6.sin6_family = AF_INET6;
-        memcpy(&h.source.in6.sin6_addr, p, 16);
-        memcpy(&h.destination.in6.sin6_addr, p + 16, 16);
-        memcpy(&h.source.in6.sin6_port, p + 32, 2);
-        memcpy(&h.destination.in6.sin6_port, p + 34, 2);
-    } else if (command == 1 && family == 3) {
-        /* AF_UNIX: two 108-byte paths, which say nothing of a client's
-         * IP address: the connection's own is kept, as in nginx. */
-        addresses = 216;
-        if (body < addresses)
-            return -EPROTO;
+        v2_ip_addresses(p, 16, &h.source.in6.sin6_addr, &h.destination.in6.sin6_addr,
+                        &h.source.in6.sin6_port, &h.destination.in6.sin6_port);
     }
     /* LOCAL (a health check of the balancer's own) and UNSPEC carry no
      * address: what follows the header is skipped, TLVs or not. */

@@ -9,6 +9,7 @@
 
 #include "proto/http/module.h"
 #include "proto/policy/auth_cache.h"
+#include "proto/policy/auth_realm.h"
 #include "proto/policy/base64.h"
 #include "proto/policy/htpasswd.h"
 #include "proto/policy/limit.h"
@@ -81,21 +82,7 @@ enum auth_basic_result auth_basic_check(const struct htpasswd *users, struct htt
 
 size_t auth_basic_challenge(const char *realm, char *out, size_t cap)
 {
-    static const char head[] = "WWW-Authenticate: Basic realm=\"", tail[] = "\"\r\n";
-    size_t n = 0;
-    if (cap < sizeof(head))
-        return 0;
-    memcpy(out, head, sizeof(head) - 1);
-    n = sizeof(head) - 1;
-    for (const char *p = realm; *p != '\0'; p++) {
-        if (n + 2 + sizeof(tail) > cap)
-            return 0;
-        if (*p == '"' || *p == '\\')
-            out[n++] = '\\';
-        out[n++] = *p;
-    }
-    memcpy(out + n, tail, sizeof(tail)); /* with its NUL, which the check above leaves room for */
-    return n + sizeof(tail) - 1;
+    return auth_realm_challenge("Basic", realm, "\r\n", out, cap);
 }
 
 /* ----------------------------------------------------------- per request */
@@ -185,7 +172,6 @@ static int auth_basic_phase(struct router_walk *w)
 
 /* A realm ends up in a header line: no control bytes; long enough for
  * any product name, short enough for a line. */
-#define REALM_MAX 256
 
 /* auth_basic "REALM" | off; */
 static int apply_auth_basic(void *conf, const struct conf_arg *args, size_t count,
@@ -197,12 +183,8 @@ static int apply_auth_basic(void *conf, const struct conf_arg *args, size_t coun
     c->realm_pos = arg->pos;
     if (strcmp(arg->text, "off") == 0)
         return 0;
-    size_t len = strlen(arg->text);
-    if (len > REALM_MAX)
-        return conf_module_fail(error, &arg->pos, "realm longer than %u bytes", REALM_MAX);
-    for (const char *p = arg->text; *p != '\0'; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return conf_module_fail(error, &arg->pos, "%s", "control byte in the realm");
+    if (auth_realm_check(arg, error) != 0)
+        return -1;
     c->realm = strdup(arg->text);
     return c->realm != NULL ? 0 : conf_module_fail(error, &arg->pos, "%s", "out of memory");
 }
@@ -313,11 +295,11 @@ static int build(const void *conf, const struct http_module_build *b, const void
     if (b->loc == NULL || c->realm == NULL || c->users == NULL)
         return 0;
     struct auth_basic_loc *a = b->calloc(b->arena, 1, sizeof(*a));
-    char *line = b->calloc(b->arena, 1, 2 * REALM_MAX + 64);
+    char *line = b->calloc(b->arena, 1, 2 * AUTH_REALM_MAX + 64);
     if (a == NULL || line == NULL)
         return -ENOMEM;
-    if (auth_basic_challenge(c->realm, line, 2 * REALM_MAX + 64) == 0)
-        return -EINVAL; /* REALM_MAX bounds it: never */
+    if (auth_basic_challenge(c->realm, line, 2 * AUTH_REALM_MAX + 64) == 0)
+        return -EINVAL; /* AUTH_REALM_MAX bounds it: never */
     a->users = c->users;
     a->challenge = line;
     if (c->fail_zone != NULL) {

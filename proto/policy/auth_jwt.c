@@ -9,6 +9,7 @@
 
 #include "proto/http/module.h"
 #include "proto/policy/auth_jwt_fetch.h"
+#include "proto/policy/auth_realm.h"
 #include "proto/policy/jwt.h"
 #include "proto/policy/satisfy.h"
 
@@ -213,8 +214,6 @@ static int auth_jwt_phase(struct router_walk *w)
 
 /* ------------------------------------------------------- configuration */
 
-#define REALM_MAX 256
-
 /* auth_jwt "REALM" [token=$variable] | off; */
 static int apply_auth_jwt(void *conf, const struct conf_arg *args, size_t count,
                           struct conf_module_error *error)
@@ -227,11 +226,8 @@ static int apply_auth_jwt(void *conf, const struct conf_arg *args, size_t count,
             return conf_module_fail(error, &args[1].pos, "%s", "\"off\" takes no token=");
         return 0;
     }
-    if (strlen(arg->text) > REALM_MAX)
-        return conf_module_fail(error, &arg->pos, "realm longer than %u bytes", REALM_MAX);
-    for (const char *p = arg->text; *p != '\0'; p++)
-        if ((unsigned char)*p < 0x20 || *p == 0x7f)
-            return conf_module_fail(error, &arg->pos, "%s", "control byte in the realm");
+    if (auth_realm_check(arg, error) != 0)
+        return -1;
     if (count > 1) {
         if (strncmp(args[1].text, "token=", 6) != 0 || args[1].text[6] != '$')
             return conf_module_fail(error, &args[1].pos,
@@ -270,12 +266,8 @@ static int apply_key_request(void *conf, const struct conf_arg *args, size_t cou
     (void)count;
     struct auth_jwt_conf *c = conf;
     const struct conf_arg *arg = &args[0];
-    if (arg->text[0] != '/')
-        return conf_module_fail(error, &arg->pos, "\"%s\" is not a URI starting with \"/\"",
-                                arg->text);
-    for (const char *p = arg->text; *p != '\0'; p++)
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-            return conf_module_fail(error, &arg->pos, "%s", "space or control byte in the URI");
+    if (conf_arg_uri(arg, error) != 0)
+        return -1;
     c->key_request_pos = arg->pos;
     c->key_source = auth_jwt_fetch_source_new(arg->text);
     return c->key_source != NULL ? 0 : conf_module_fail(error, &arg->pos, "%s", "out of memory");
@@ -360,15 +352,9 @@ static const char *challenge_line(const struct http_module_build *b, const char 
 {
     size_t cap = 2 * strlen(realm) + 96;
     char *line = b->calloc(b->arena, 1, cap);
-    if (line == NULL)
-        return NULL;
-    size_t n = (size_t)snprintf(line, cap, "WWW-Authenticate: Bearer realm=\"");
-    for (const char *p = realm; *p != '\0'; p++) {
-        if (*p == '"' || *p == '\\')
-            line[n++] = '\\';
-        line[n++] = *p;
-    }
-    snprintf(line + n, cap - n, "\"%s\r\n", invalid ? ", error=\"invalid_token\"" : "");
+    const char *tail = invalid ? ", error=\"invalid_token\"\r\n" : "\r\n";
+    if (line == NULL || auth_realm_challenge("Bearer", realm, tail, line, cap) == 0)
+        return NULL; /* the cap bounds it: out of memory only */
     return line;
 }
 

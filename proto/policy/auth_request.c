@@ -211,12 +211,8 @@ static int apply_auth_request(void *conf, const struct conf_arg *args, size_t co
     c->uri_pos = arg->pos;
     if (strcmp(arg->text, "off") == 0)
         return 0;
-    if (arg->text[0] != '/')
-        return conf_module_fail(error, &arg->pos, "\"%s\" is not a URI starting with \"/\"",
-                                arg->text);
-    for (const char *p = arg->text; *p != '\0'; p++)
-        if ((unsigned char)*p <= 0x20 || *p == 0x7f)
-            return conf_module_fail(error, &arg->pos, "%s", "space or control byte in the URI");
+    if (conf_arg_uri(arg, error) != 0)
+        return -1;
     c->uri = strdup(arg->text);
     return c->uri != NULL ? 0 : conf_module_fail(error, &arg->pos, "%s", "out of memory");
 }

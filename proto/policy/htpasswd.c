@@ -6,6 +6,8 @@
  */
 #include "proto/policy/htpasswd.h"
 
+#include "proto/policy/secret_file.h"
+
 #include <crypt.h>
 #include <errno.h>
 #include <openssl/crypto.h>
@@ -192,24 +194,10 @@ fail:
 int htpasswd_load(const char *path, struct htpasswd **out, char *message, size_t len)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(message, len, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    char *data = malloc(HTPASSWD_FILE_MAX + 1);
-    size_t size = data != NULL ? fread(data, 1, HTPASSWD_FILE_MAX + 1, f) : 0;
-    int rc = -1;
-    if (data == NULL)
-        snprintf(message, len, "%s: out of memory", path);
-    else if (ferror(f))
-        snprintf(message, len, "%s: cannot read: %s", path, strerror(errno));
-    else if (size > HTPASSWD_FILE_MAX)
-        snprintf(message, len, "%s: larger than %u bytes", path, HTPASSWD_FILE_MAX);
-    else
-        rc = htpasswd_parse(path, data, size, out, message, len);
-    free(data);
-    fclose(f);
+    size_t size;
+    char *data = secret_file_read(path, HTPASSWD_FILE_MAX, &size, message, len);
+    int rc = data != NULL ? htpasswd_parse(path, data, size, out, message, len) : -1;
+    secret_file_free(data, size);
     return rc;
 }
 

@@ -7,6 +7,7 @@
 #include "proto/policy/jwt.h"
 
 #include "proto/policy/base64.h"
+#include "proto/policy/secret_file.h"
 
 #include <errno.h>
 #include <openssl/core_names.h>
@@ -267,26 +268,10 @@ done:
 int jwks_load(const char *path, struct jwks **out, char *message, size_t len)
 {
     *out = NULL;
-    FILE *f = fopen(path, "rb");
-    if (f == NULL) {
-        snprintf(message, len, "%s: cannot open: %s", path, strerror(errno));
-        return -1;
-    }
-    char *data = malloc(JWKS_FILE_MAX + 1);
-    size_t size = data != NULL ? fread(data, 1, JWKS_FILE_MAX + 1, f) : 0;
-    int rc = -1;
-    if (data == NULL)
-        snprintf(message, len, "%s: out of memory", path);
-    else if (ferror(f))
-        snprintf(message, len, "%s: cannot read: %s", path, strerror(errno));
-    else if (size > JWKS_FILE_MAX)
-        snprintf(message, len, "%s: larger than %u bytes", path, JWKS_FILE_MAX);
-    else
-        rc = jwks_parse(path, data, size, out, message, len);
-    if (data != NULL)
-        OPENSSL_cleanse(data, size); /* it may hold secrets */
-    free(data);
-    fclose(f);
+    size_t size;
+    char *data = secret_file_read(path, JWKS_FILE_MAX, &size, message, len);
+    int rc = data != NULL ? jwks_parse(path, data, size, out, message, len) : -1;
+    secret_file_free(data, size);
     return rc;
 }
 

@@ -773,48 +773,57 @@ static void release(struct exchange *ex)
 
 /* ------------------------------------------------------------ variables */
 
+enum trace_var { TRACE_VAR_TRACE_ID, TRACE_VAR_SPAN_ID, TRACE_VAR_PARENT_ID, TRACE_VAR_SAMPLED };
+
+/* The value of one of the module's variables: none before the location
+ * set the ids (a parent is only ever set with them), and the parent's
+ * none without a parent. */
+static bool var_value(const struct exchange *ex, enum trace_var which, struct http_str *out)
+{
+    const struct trace_state *st = state_of(ex);
+    if (st == NULL || !st->ids)
+        return false;
+    switch (which) {
+    case TRACE_VAR_TRACE_ID: *out = (struct http_str){st->trace_hex, 32}; return true;
+    case TRACE_VAR_SPAN_ID: *out = (struct http_str){st->span_hex, 16}; return true;
+    case TRACE_VAR_PARENT_ID:
+        if (!st->has_parent)
+            return false;
+        *out = (struct http_str){st->parent_hex, 16};
+        return true;
+    case TRACE_VAR_SAMPLED:
+        *out = str_of(st->has_parent && st->parent_sampled ? "1" : "0");
+        return true;
+    }
+    return false;
+}
+
 static bool var_trace_id(const struct exchange *ex, const char *suffix, size_t len,
                          struct http_str *out)
 {
     (void)suffix, (void)len;
-    const struct trace_state *st = state_of(ex);
-    if (st == NULL || !st->ids)
-        return false;
-    *out = (struct http_str){st->trace_hex, 32};
-    return true;
+    return var_value(ex, TRACE_VAR_TRACE_ID, out);
 }
 
 static bool var_span_id(const struct exchange *ex, const char *suffix, size_t len,
                         struct http_str *out)
 {
     (void)suffix, (void)len;
-    const struct trace_state *st = state_of(ex);
-    if (st == NULL || !st->ids)
-        return false;
-    *out = (struct http_str){st->span_hex, 16};
-    return true;
+    return var_value(ex, TRACE_VAR_SPAN_ID, out);
 }
 
 static bool var_parent_id(const struct exchange *ex, const char *suffix, size_t len,
                           struct http_str *out)
 {
     (void)suffix, (void)len;
-    const struct trace_state *st = state_of(ex);
-    if (st == NULL || !st->has_parent)
-        return false;
-    *out = (struct http_str){st->parent_hex, 16};
-    return true;
+    return var_value(ex, TRACE_VAR_PARENT_ID, out);
 }
 
 static bool var_parent_sampled(const struct exchange *ex, const char *suffix, size_t len,
                                struct http_str *out)
 {
     (void)suffix, (void)len;
-    const struct trace_state *st = state_of(ex);
-    if (st == NULL || !st->ids)
-        return false;
-    *out = str_of(st->has_parent && st->parent_sampled ? "1" : "0");
-    return true;
+    return var_value(ex, TRACE_VAR_SAMPLED, out);
 }
 
 static const struct vars_module_var trace_vars[] = {

@@ -144,19 +144,33 @@ int acme_jwk_thumbprint(EVP_PKEY *key, char out[44])
     return 0;
 }
 
+/* "`a`.`b`", malloc'd: a key authorization (RFC 8555 §8.1) or a JWS
+ * signing input (RFC 7515 §5.1); NULL when out of memory. */
+static char *dot_join(const char *a, const char *b)
+{
+    size_t a_len = strlen(a), b_len = strlen(b);
+    char *out = malloc(a_len + 1 + b_len + 1);
+    if (out != NULL) {
+        memcpy(out, a, a_len);
+        out[a_len] = '.';
+        memcpy(out + a_len + 1, b, b_len + 1);
+    }
+    return out;
+}
+
+/* The base64url of the string `text`; NULL when `text` is (a failed
+ * step before) or when out of memory. */
+static char *base64url_text(const char *text)
+{
+    return text != NULL ? acme_base64url((const unsigned char *)text, strlen(text)) : NULL;
+}
+
 char *acme_key_authorization(EVP_PKEY *account_key, const char *token)
 {
     char thumb[44];
     if (acme_jwk_thumbprint(account_key, thumb) != 0)
         return NULL;
-    size_t len = strlen(token);
-    char *out = malloc(len + 1 + sizeof(thumb));
-    if (out != NULL) {
-        memcpy(out, token, len);
-        out[len] = '.';
-        memcpy(out + len + 1, thumb, sizeof(thumb));
-    }
-    return out;
+    return dot_join(token, thumb);
 }
 
 /* The signature of `input` by `key`, base64url: for ES256 the raw R and S
@@ -206,20 +220,15 @@ char *acme_jws(EVP_PKEY *key, const char *kid, const char *nonce, const char *ur
     json_decref(header);
     if (header_text == NULL)
         return NULL;
-    protected = acme_base64url((const unsigned char *)header_text, strlen(header_text));
+    protected = base64url_text(header_text);
     free(header_text);
     /* A POST-as-GET signs an empty payload, not "{}" (RFC 8555 §6.3). */
-    const char *p = payload != NULL ? payload : "";
-    body = acme_base64url((const unsigned char *)p, strlen(p));
+    body = base64url_text(payload != NULL ? payload : "");
     if (protected == NULL || body == NULL)
         goto done;
-    size_t plen = strlen(protected), blen = strlen(body);
-    input = malloc(plen + 1 + blen + 1);
+    input = dot_join(protected, body);
     if (input == NULL)
         goto done;
-    memcpy(input, protected, plen);
-    input[plen] = '.';
-    memcpy(input + plen + 1, body, blen + 1);
     sig = sign(key, ec, input);
     if (sig == NULL)
         goto done;
@@ -244,30 +253,23 @@ json_t *acme_eab(EVP_PKEY *account_key, const char *kid, const unsigned char *ma
     char *header_text = header != NULL ? json_dumps(header, JSON_COMPACT) : NULL;
     json_decref(jwk);
     json_decref(header);
-    char *protected = header_text != NULL
-                          ? acme_base64url((const unsigned char *)header_text, strlen(header_text))
-                          : NULL;
-    char *payload =
-        jwk_text != NULL ? acme_base64url((const unsigned char *)jwk_text, strlen(jwk_text)) : NULL;
+    char *protected = base64url_text(header_text);
+    char *payload = base64url_text(jwk_text);
     free(jwk_text);
     free(header_text);
     json_t *result = NULL;
     char *input = NULL, *sig = NULL;
     if (protected == NULL || payload == NULL || mac_len > INT32_MAX)
         goto done;
-    size_t plen = strlen(protected), blen = strlen(payload);
-    input = malloc(plen + 1 + blen + 1);
+    input = dot_join(protected, payload);
     if (input == NULL)
         goto done;
-    memcpy(input, protected, plen);
-    input[plen] = '.';
-    memcpy(input + plen + 1, payload, blen + 1);
     /* The MAC over the signing input, with the key the CA gave (RFC 8555
      * §7.3.4): the JWS binds the account key to the external account. */
     unsigned char mac[EVP_MAX_MD_SIZE];
     unsigned int mac_out = 0;
-    if (HMAC(EVP_sha256(), mac_key, (int)mac_len, (const unsigned char *)input, plen + 1 + blen,
-             mac, &mac_out) == NULL)
+    if (HMAC(EVP_sha256(), mac_key, (int)mac_len, (const unsigned char *)input, strlen(input), mac,
+             &mac_out) == NULL)
         goto done;
     sig = acme_base64url(mac, mac_out);
     if (sig != NULL)

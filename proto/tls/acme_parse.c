@@ -75,13 +75,19 @@ static int string_field(json_t *obj, const char *name, enum field need, size_t m
     return *out != NULL ? 0 : -ENOMEM;
 }
 
-/* As string_field(), for a URL: https:// or http://, nothing else. */
+/* Whether `s` is a URL this client may fetch: https:// or http://,
+ * nothing else. */
+static bool is_http_url(const char *s)
+{
+    return strncmp(s, "https://", 8) == 0 || strncmp(s, "http://", 7) == 0;
+}
+
+/* As string_field(), for a URL (is_http_url()). */
 static int url_field(json_t *obj, const char *name, enum field need, char **out, char *why,
                      size_t why_len)
 {
     int err = string_field(obj, name, need, URL_MAX, out, why, why_len);
-    if (err == 0 && *out != NULL && strncmp(*out, "https://", 8) != 0 &&
-        strncmp(*out, "http://", 7) != 0) {
+    if (err == 0 && *out != NULL && !is_http_url(*out)) {
         free(*out);
         *out = NULL;
         return refuse(why, why_len, "\"%s\" is not an http(s) URL", name);
@@ -117,6 +123,19 @@ static int problem_from(json_t *obj, struct acme_problem *out, char *why, size_t
     if (err != 0)
         acme_problem_free(out);
     return err;
+}
+
+/* The optional problem document in member "error" of `obj` (an order's,
+ * a challenge's: `what` says whose in `why`) into *out. */
+static int error_field(json_t *obj, const char *what, struct acme_problem *out, char *why,
+                       size_t why_len)
+{
+    json_t *problem = json_object_get(obj, "error");
+    if (problem == NULL)
+        return 0;
+    if (!json_is_object(problem))
+        return refuse(why, why_len, "%s\"error\" is not an object", what);
+    return problem_from(problem, out, why, why_len);
 }
 
 void acme_problem_free(struct acme_problem *p)
@@ -327,19 +346,15 @@ int acme_parse_order(const char *body, size_t len, struct acme_order *out, char 
     for (size_t i = 0; err == 0 && i < n; i++) {
         json_t *v = json_array_get(list, i);
         if (!json_is_string(v) || json_string_length(v) > URL_MAX ||
-            (strncmp(json_string_value(v), "https://", 8) != 0 &&
-             strncmp(json_string_value(v), "http://", 7) != 0))
+            !is_http_url(json_string_value(v)))
             err = refuse(why, why_len, "authorization %zu is not a URL", i);
         else if ((out->authorizations[i] = strdup(json_string_value(v))) == NULL)
             err = -ENOMEM;
         else
             out->authorization_count = i + 1;
     }
-    json_t *problem = json_object_get(root, "error");
-    if (err == 0 && problem != NULL && !json_is_object(problem))
-        err = refuse(why, why_len, "\"error\" is not an object");
-    if (err == 0 && problem != NULL)
-        err = problem_from(problem, &out->error, why, why_len);
+    if (err == 0)
+        err = error_field(root, "", &out->error, why, why_len);
 out:
     json_decref(root);
     if (err != 0)
@@ -382,11 +397,8 @@ static int challenge_from(json_t *obj, struct acme_challenge *c, char *why, size
         err = string_field(obj, "token", OPTIONAL, TOKEN_MAX, &c->token, why, why_len);
     if (err == 0 && c->token != NULL && (c->token[0] == '\0' || !is_base64url(c->token)))
         err = refuse(why, why_len, "a challenge token is not base64url");
-    json_t *problem = err == 0 ? json_object_get(obj, "error") : NULL;
-    if (problem != NULL && !json_is_object(problem))
-        err = refuse(why, why_len, "a challenge's \"error\" is not an object");
-    else if (problem != NULL)
-        err = problem_from(problem, &c->error, why, why_len);
+    if (err == 0)
+        err = error_field(obj, "a challenge's ", &c->error, why, why_len);
     return err;
 }
 

@@ -114,106 +114,111 @@ static bool read_name(const uint8_t *msg, size_t len, size_t pos, char *out)
     }
 }
 
+/* A walk over an answer's records, and the record it is at. */
+struct dns_answer {
+    const uint8_t *msg;
+    size_t len, pos;
+    int left; /* records not yet read; negative: why the walk stopped */
+    uint32_t ttl;
+    size_t data, data_len; /* the record's data, within msg */
+};
+
 /* Checks an answer's header for query `id` and steps over its questions:
- * returns the count of answer records, with *pos at the first; 0 for
- * NXDOMAIN; -EAGAIN or -EINVAL as the parsers say. */
-static int answer_begin(const uint8_t *msg, size_t len, uint16_t id, size_t *pos)
+ * a->left is the count of answer records (0 for NXDOMAIN), or -EAGAIN or
+ * -EINVAL as the parsers say. */
+static void answer_begin(struct dns_answer *a, const uint8_t *msg, size_t len, uint16_t id)
 {
+    *a = (struct dns_answer){.msg = msg, .len = len, .pos = DNS_HEADER, .left = -EINVAL};
     if (len < DNS_HEADER || read16(msg) != id || !(msg[2] & 0x80))
-        return -EINVAL;
-    if (msg[2] & 0x02) /* TC: truncated */
-        return -EAGAIN;
+        return;
     unsigned rcode = msg[3] & 0x0f;
-    if (rcode == 3) /* NXDOMAIN: the name has no records any more */
-        return 0;
-    if (rcode != 0)
-        return -EAGAIN;
-    unsigned questions = read16(msg + 4);
-    *pos = DNS_HEADER;
-    for (unsigned i = 0; i < questions; i++) {
-        if (!skip_name(msg, len, pos) || *pos + 4 > len)
-            return -EINVAL;
-        *pos += 4;
+    if ((msg[2] & 0x02) || (rcode != 0 && rcode != 3)) { /* TC (truncated), or a failure */
+        a->left = -EAGAIN;
+        return;
     }
-    return (int)read16(msg + 6);
+    if (rcode == 3) { /* NXDOMAIN: the name has no records any more */
+        a->left = 0;
+        return;
+    }
+    unsigned questions = read16(msg + 4);
+    for (unsigned i = 0; i < questions; i++) {
+        if (!skip_name(msg, len, &a->pos) || a->pos + 4 > len)
+            return;
+        a->pos += 4;
+    }
+    a->left = (int)read16(msg + 6);
 }
 
-/* One answer record at *pos: its type, class, TTL and data's bounds; *pos
- * goes past it.  False when it does not fit the message. */
-static bool next_record(const uint8_t *msg, size_t len, size_t *pos, unsigned *type,
-                        unsigned *class, uint32_t *ttl, size_t *data, size_t *data_len)
+/* Steps to the next answer record of class IN and type `type`: CNAMEs
+ * lead to the records that follow them in the answer, and records of
+ * another type than asked are not the answer.  False when none is left,
+ * or (a->left -EINVAL) when a record does not fit the message. */
+static bool answer_next(struct dns_answer *a, unsigned type)
 {
-    if (!skip_name(msg, len, pos) || *pos + 10 > len)
-        return false;
-    *type = read16(msg + *pos);
-    *class = read16(msg + *pos + 2);
-    *ttl = (uint32_t)read16(msg + *pos + 4) << 16 | read16(msg + *pos + 6);
-    if (*ttl > INT32_MAX) /* RFC 2181 8: such a TTL is 0 */
-        *ttl = 0;
-    *data_len = read16(msg + *pos + 8);
-    *data = *pos + 10;
-    if (*data + *data_len > len)
-        return false;
-    *pos = *data + *data_len;
-    return true;
+    const uint8_t *msg = a->msg;
+    while (a->left > 0) {
+        a->left--;
+        if (!skip_name(msg, a->len, &a->pos) || a->pos + 10 > a->len) {
+            a->left = -EINVAL;
+            return false;
+        }
+        unsigned rr_type = read16(msg + a->pos), class = read16(msg + a->pos + 2);
+        a->ttl = (uint32_t)read16(msg + a->pos + 4) << 16 | read16(msg + a->pos + 6);
+        if (a->ttl > INT32_MAX) /* RFC 2181 8: such a TTL is 0 */
+            a->ttl = 0;
+        a->data_len = read16(msg + a->pos + 8);
+        a->data = a->pos + 10;
+        if (a->data + a->data_len > a->len) {
+            a->left = -EINVAL;
+            return false;
+        }
+        a->pos = a->data + a->data_len;
+        if (rr_type == type && class == DNS_CLASS_IN)
+            return true;
+    }
+    return false;
 }
 
 int resolve_answer_parse(const uint8_t *msg, size_t len, uint16_t id, uint16_t type,
                          struct dns_addr *out, size_t max, uint32_t *ttl)
 {
     size_t want_len = type == DNS_TYPE_AAAA ? 16 : 4;
-    size_t pos = 0;
-    int answers = answer_begin(msg, len, id, &pos);
+    struct dns_answer a;
     size_t count = 0;
-    for (int i = 0; i < answers; i++) {
-        unsigned rr_type, class;
-        uint32_t rr_ttl;
-        size_t data, data_len;
-        if (!next_record(msg, len, &pos, &rr_type, &class, &rr_ttl, &data, &data_len))
-            return -EINVAL;
-        /* CNAMEs lead to the records that follow them in the answer;
-         * records of another type than asked are not the answer. */
-        if (rr_type != type || class != DNS_CLASS_IN || data_len != want_len)
+    for (answer_begin(&a, msg, len, id); answer_next(&a, type);) {
+        if (a.data_len != want_len)
             continue;
-        if (rr_ttl < *ttl)
-            *ttl = rr_ttl;
+        if (a.ttl < *ttl)
+            *ttl = a.ttl;
         if (count < max) {
             out[count] = (struct dns_addr){.family = want_len == 16 ? AF_INET6 : AF_INET};
-            memcpy(out[count].bytes, msg + data, want_len);
+            memcpy(out[count].bytes, msg + a.data, want_len);
         }
         count++;
     }
-    return answers < 0 ? answers : (int)count;
+    return a.left < 0 ? a.left : (int)count;
 }
 
 int resolve_srv_parse(const uint8_t *msg, size_t len, uint16_t id, struct dns_srv *out, size_t max,
                       uint32_t *ttl)
 {
-    size_t pos = 0;
-    int answers = answer_begin(msg, len, id, &pos);
+    struct dns_answer a;
     size_t count = 0;
-    for (int i = 0; i < answers; i++) {
-        unsigned rr_type, class;
-        uint32_t rr_ttl;
-        size_t data, data_len;
-        if (!next_record(msg, len, &pos, &rr_type, &class, &rr_ttl, &data, &data_len))
-            return -EINVAL;
-        if (rr_type != DNS_TYPE_SRV || class != DNS_CLASS_IN)
-            continue;
+    for (answer_begin(&a, msg, len, id); answer_next(&a, DNS_TYPE_SRV);) {
         struct dns_srv srv;
         /* the target within the record's data: a message cut to it */
-        if (data_len < 7 || !read_name(msg, data + data_len, data + 6, srv.target))
+        if (a.data_len < 7 || !read_name(msg, a.data + a.data_len, a.data + 6, srv.target))
             return -EINVAL;
         if (srv.target[0] == '\0')
             continue; /* ".": no such service there */
-        srv.priority = (uint16_t)read16(msg + data);
-        srv.weight = (uint16_t)read16(msg + data + 2);
-        srv.port = (uint16_t)read16(msg + data + 4);
-        if (rr_ttl < *ttl)
-            *ttl = rr_ttl;
+        srv.priority = (uint16_t)read16(msg + a.data);
+        srv.weight = (uint16_t)read16(msg + a.data + 2);
+        srv.port = (uint16_t)read16(msg + a.data + 4);
+        if (a.ttl < *ttl)
+            *ttl = a.ttl;
         if (count < max)
             out[count] = srv;
         count++;
     }
-    return answers < 0 ? answers : (int)count;
+    return a.left < 0 ? a.left : (int)count;
 }
