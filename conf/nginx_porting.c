@@ -53,8 +53,7 @@ struct porting_entry {
         n, PORT_NONE, t, NULL                                                                      \
     }
 
-#define STATIC(n)   MISSING(n, "serving files", R_STATIC)
-#define CACHE(n)    MISSING(n, "caching", R_CACHE)
+#define STATIC(n)   MISSING(n, "this option of serving files", R_STATIC)
 #define TUNING(n)   BUILTIN(n, "corral sizes its buffers and tables itself")
 #define NO_FILES(n) BUILTIN(n, "corral keeps no temporary files of responses")
 
@@ -90,7 +89,7 @@ static const struct porting_entry directives[] = {
     NONE("smtp_*", "corral is no mail proxy"),
     NONE("pop3_*", "corral is no mail proxy"),
     NONE("imap_*", "corral is no mail proxy"),
-    MISSING("preread_*", "proxying TCP and UDP", R_STREAM),
+    MISSING("preread_*", "the stream proxy's preread settings", R_STREAM),
     /* http core */
     USE("large_client_header_buffers", "\"client_max_header_size SIZE;\" bounds the request "
         "head"),
@@ -127,13 +126,13 @@ static const struct porting_entry directives[] = {
     MISSING("auth_jwt_header_set", "JWT claim maps", R_AUTH),
     MISSING("auth_jwt_require", "JWT claim maps", R_AUTH),
     MISSING("auth_jwt_type", "encrypted JWTs", R_AUTH),
-    MISSING("auth_delay", "authentication", R_AUTH),
-    MISSING("opentelemetry*", "tracing", R_AUTH),
-    MISSING("otel_*", "tracing", R_AUTH),
+    MISSING("auth_delay", "a delay before 401 answers", R_AUTH),
+    USE("opentelemetry*", "the \"otel_*\" directives (\"Tracing\" in docs/config.md)"),
+    MISSING("otel_*", "this tracing directive (corral's otel_* directives are in docs/config.md)", R_AUTH),
     USE("internal", "a named location (\"location @name { ... }\") is reachable from error_page only"),
     /* log */
     BUILTIN("open_log_file_cache", "corral keeps its log files open"),
-    BUILTIN("log_subrequest", "corral makes no subrequests"),
+    BUILTIN("log_subrequest", "corral logs no subrequests (auth_request's), as nginx's off"),
     /* rewrite */
     BUILTIN("rewrite_log", "\"error_log FILE debug;\" logs each rewrite"),
     BUILTIN("uninitialized_variable_warn", "corral refuses unknown variables when it starts"),
@@ -180,13 +179,12 @@ static const struct porting_entry directives[] = {
     MISSING("proxy_cookie_*", "rewriting the upstream's Set-Cookie", R_H2UP),
     NONE("proxy_method", "corral sends the client's method"),
     NONE("proxy_set_body", "corral sends the client's body"),
-    NONE("proxy_store*", "corral saves no responses; see the cache on the roadmap"),
+    MISSING("proxy_store*", "storing responses as files (the HTTP cache, proxy_cache, keeps them)", R_CACHE),
     NONE("proxy_bind", "the kernel picks the upstream connection's source address"),
     BUILTIN("proxy_socket_keepalive", "corral's upstream connections are kept alive by "
             "\"keepalive\" in the upstream block"),
     NONE("proxy_limit_rate", "corral does not slow responses down"),
     BUILTIN("proxy_force_ranges", "corral passes Range requests on"),
-    CACHE("proxy_store"),
     MISSING("proxy_cache_convert_head", "fetching a HEAD as a GET for the cache", R_CACHE),
     MISSING("proxy_cache_purge", "purging by request", R_CACHE),
     BUILTIN("proxy_ssl_server_name", "corral sends SNI to https:// upstreams (the host of "
@@ -207,7 +205,7 @@ static const struct porting_entry directives[] = {
     BUILTIN("grpc_ssl_ciphers", "corral uses OpenSSL's default ciphers towards upstreams"),
     NONE("grpc_ssl_conf_command", "corral sets no raw OpenSSL commands"),
     NONE("grpc_pass_header", "corral passes the upstream's headers on; \"grpc_hide_header\" drops one"),
-    NONE("grpc_ignore_headers", "corral caches nothing"),
+    NONE("grpc_ignore_headers", "corral acts on no X-Accel-* fields of a backend's response"),
     NONE("grpc_bind", "the kernel picks the upstream connection's source address"),
     BUILTIN("grpc_socket_keepalive", "corral keeps HTTP/2 upstream connections open until "
             "\"keepalive_timeout\""),
@@ -238,7 +236,7 @@ static const struct porting_entry directives[] = {
     USE("ssl_session_ticket_key", "\"tls_session_ticket_rotation TIME;\": corral makes and "
         "rotates the ticket keys itself"),
     BUILTIN("ssl_verify_depth", "corral verifies the whole chain"),
-    MISSING("acme_*", "ACME certificates", R_ACME),
+    MISSING("acme_*", "this ACME directive (corral has acme_issuer and acme_certificate)", R_ACME),
     /* HTTP/2 and HTTP/3 */
     BUILTIN("http2_body_preread_size", "corral sizes its buffers itself"),
     BUILTIN("http2_chunk_size", "corral sizes its frames itself"),
@@ -256,13 +254,13 @@ static const struct porting_entry directives[] = {
 
 /* Variables nginx has and corral does not. */
 static const struct porting_entry variables[] = {
-    MISSING("document_root", "serving files", R_STATIC),
-    MISSING("realpath_root", "serving files", R_STATIC),
-    MISSING("gzip_ratio", "compression", R_STATIC),
+    MISSING("document_root", "the $document_root variable", R_STATIC),
+    MISSING("realpath_root", "the $realpath_root variable", R_STATIC),
+    MISSING("gzip_ratio", "the $gzip_ratio variable", R_STATIC),
     MISSING("ssl_client_*", "client certificate variables", R_AUTH),
     MISSING("ssl_early_data", "TLS 1.3 early data", R_H3),
     MISSING("http2", "an $http2 variable (use $server_protocol)", R_H2UP),
-    MISSING("http3", "HTTP/3", R_H3),
+    MISSING("http3", "an $http3 variable (use $server_protocol)", R_H3),
     MISSING("upstream_http_*", "response header variables", R_H2UP),
     MISSING("sent_http_*", "response header variables", R_H2UP),
     MISSING("upstream_cookie_*", "response header variables", R_H2UP),
