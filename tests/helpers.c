@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,17 @@ uint64_t test_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void test_appendf(char *buf, size_t size, size_t *used, const char *fmt, ...)
+{
+    ck_assert_uint_lt(*used, size);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, size - *used, fmt, ap);
+    va_end(ap);
+    ck_assert(n >= 0 && (size_t)n < size - *used);
+    *used += (size_t)n;
 }
 
 void test_sleep_ms(int ms)

@@ -73,6 +73,12 @@ int test_run(const char *command, char *out, size_t size);
 /* Monotonic milliseconds. */
 uint64_t test_now_ms(void);
 
+/* Appends printf-style text at `buf + *used` (`size` bytes in all, kept
+ * NUL-terminated) and advances `*used`; text that does not fit fails the
+ * test.  What the event logs of the unit tests are written with. */
+void test_appendf(char *buf, size_t size, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* How long a test waits for a state it expects, and how often it looks:
  * generous, for sanitizer builds on a loaded machine; a state that comes
  * sooner ends the wait sooner. */

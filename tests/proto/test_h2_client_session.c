@@ -10,46 +10,23 @@
  * opened, and the limits (header list, floods).
  */
 #include "../helpers.h"
+#include "h2/h2_frames.h"
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
 
 #include <malloc.h>
 #include <nghttp2/nghttp2.h>
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const bool test_forkless = true;
 
-struct buf {
-    uint8_t *p;
-    size_t len, cap;
-};
-
-static void buf_put(struct buf *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 256;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    if (n > 0)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-static void buf_drop(struct buf *b, size_t n)
-{
-    memmove(b->p, b->p + n, b->len - n);
-    b->len -= n;
-}
-
 struct t {
     struct h2_session c;
-    struct buf out;           /* the client's output */
-    struct buf in;            /* the server's bytes, not yet fed */
+    struct h2_frames_buf out; /* the client's output */
+    struct h2_frames_buf in;  /* the server's bytes, not yet fed */
     struct hpack_encoder enc; /* the raw server's */
     struct h2_sink in_sink;
     char log[16384];
@@ -58,7 +35,7 @@ struct t {
     bool take;     /* give the windows back as bytes come */
     /* The oracle. */
     nghttp2_session *srv;
-    struct buf upload;
+    struct h2_frames_buf upload;
     const uint8_t *resp_body;
     size_t resp_len, resp_sent;
 };
@@ -76,16 +53,7 @@ static const struct h2_session_conf conf = {
     .scratch_size = sizeof(scratch),
 };
 
-static void tlog(struct t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tlog(struct t *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->log + t->used, sizeof(t->log) - t->used, fmt, ap);
-    va_end(ap);
-    ck_assert(n >= 0 && (size_t)n < sizeof(t->log) - t->used);
-    t->used += (size_t)n;
-}
+#define tlog(t, ...) test_appendf((t)->log, sizeof((t)->log), &(t)->used, __VA_ARGS__)
 
 static const char *kind_name(enum h2_block_kind k)
 {
@@ -101,7 +69,7 @@ static const char *kind_name(enum h2_block_kind k)
 static void c_field(void *arg, uint32_t id, enum h2_block_kind kind, const struct hpack_field *f)
 {
     (void)kind;
-    tlog(arg, "field %u %.*s=%.*s\n", id, (int)f->name_len, (const char *)f->name,
+    tlog((struct t *)arg, "field %u %.*s=%.*s\n", id, (int)f->name_len, (const char *)f->name,
          (int)f->value_len, (const char *)f->value);
 }
 
@@ -127,7 +95,7 @@ static void c_data(void *arg, uint32_t id, const uint8_t *data, size_t len, bool
 
 static void c_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
 {
-    tlog(arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
+    tlog((struct t *)arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
 }
 
 static void c_window(void *arg, uint32_t id)
@@ -138,12 +106,12 @@ static void c_window(void *arg, uint32_t id)
 
 static void c_goaway(void *arg, uint32_t last, uint32_t code)
 {
-    tlog(arg, "goaway %u %u\n", last, code);
+    tlog((struct t *)arg, "goaway %u %u\n", last, code);
 }
 
 static void c_closed(void *arg, uint32_t id)
 {
-    tlog(arg, "closed %u\n", id);
+    tlog((struct t *)arg, "closed %u\n", id);
 }
 
 static const struct h2_session_ops ops = {
@@ -156,27 +124,13 @@ static const struct h2_session_ops ops = {
     .closed = c_closed,
 };
 
-static void out_write(void *arg, const struct iovec *iov, int count)
-{
-    struct t *t = arg;
-    for (int i = 0; i < count; i++)
-        buf_put(&t->out, iov[i].iov_base, iov[i].iov_len);
-}
-
-static void in_write(void *arg, const struct iovec *iov, int count)
-{
-    struct t *t = arg;
-    for (int i = 0; i < count; i++)
-        buf_put(&t->in, iov[i].iov_base, iov[i].iov_len);
-}
-
 static void t_init(struct t *t, const struct h2_session_conf *c)
 {
     memset(t, 0, sizeof(*t));
     t->take = true;
-    t->in_sink = (struct h2_sink){in_write, t};
+    t->in_sink = (struct h2_sink){h2_frames_sink_write, &t->in};
     hpack_encoder_init(&t->enc, 0);
-    struct h2_sink sink = {out_write, t};
+    struct h2_sink sink = {h2_frames_sink_write, &t->out};
     h2_session_init(&t->c, c != NULL ? c : &conf, &ops, t, &sink, 0);
 }
 
@@ -201,19 +155,13 @@ static void feed(struct t *t)
     t->in.len = 0;
 }
 
-static struct hpack_field fld(const char *n, const char *v)
-{
-    return (struct hpack_field){(const uint8_t *)n, strlen(n), (const uint8_t *)v, strlen(v),
-                                false};
-}
-
 /* A raw server's header block on `id`: fields "name", "value", ... */
 static void srv_head(struct t *t, uint32_t id, bool end, size_t n, const char *const *nv)
 {
     struct hpack_field f[16];
     ck_assert_uint_le(n, 16);
     for (size_t i = 0; i < n; i++)
-        f[i] = fld(nv[2 * i], nv[2 * i + 1]);
+        f[i] = h2_frames_field(nv[2 * i], nv[2 * i + 1]);
     uint8_t block[16384];
     ck_assert_uint_le(hpack_encode_bound(f, n), sizeof(block));
     size_t len = hpack_encode(&t->enc, f, NULL, n, block);
@@ -250,8 +198,9 @@ static void handshake(struct t *t)
 /* A GET (HEAD when `head`) for `path`; its stream id. */
 static uint32_t request(struct t *t, const char *path, bool head)
 {
-    struct hpack_field f[] = {fld(":method", head ? "HEAD" : "GET"), fld(":scheme", "https"),
-                              fld(":authority", "backend"), fld(":path", path)};
+    struct hpack_field f[] = {
+        h2_frames_field(":method", head ? "HEAD" : "GET"), h2_frames_field(":scheme", "https"),
+        h2_frames_field(":authority", "backend"), h2_frames_field(":path", path)};
     return h2_session_request(&t->c, f, NULL, 4, true, head);
 }
 
@@ -339,7 +288,7 @@ static int o_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *
     (void)s;
     (void)flags;
     (void)id;
-    buf_put(&((struct t *)arg)->upload, data, len);
+    h2_frames_put(&((struct t *)arg)->upload, data, len);
     return 0;
 }
 
@@ -371,12 +320,12 @@ static void oracle_pump(struct t *t)
         const uint8_t *p;
         ssize_t n;
         while ((n = nghttp2_session_mem_send(t->srv, &p)) > 0)
-            buf_put(&t->in, p, (size_t)n);
+            h2_frames_put(&t->in, p, (size_t)n);
         ck_assert_int_ge(n, 0);
         if (t->in.len > 0) {
             size_t used = h2_session_recv(&t->c, t->in.p, t->in.len, 1);
             ck_assert_int_eq(t->c.error, H2_NO_ERROR);
-            buf_drop(&t->in, used);
+            h2_frames_drop(&t->in, used);
             moved = true;
         }
         if (!moved)
@@ -407,9 +356,10 @@ START_TEST(oracle_requests_and_responses)
     ck_assert_uint_eq(t.body, 100000);
     log_clear(&t);
     t.body = 0;
-    struct hpack_field f[] = {fld(":method", "POST"), fld(":scheme", "https"),
-                              fld(":authority", "backend"), fld(":path", "/post"),
-                              fld("content-length", "300000")};
+    struct hpack_field f[] = {
+        h2_frames_field(":method", "POST"), h2_frames_field(":scheme", "https"),
+        h2_frames_field(":authority", "backend"), h2_frames_field(":path", "/post"),
+        h2_frames_field("content-length", "300000")};
     uint32_t id = h2_session_request(&t.c, f, NULL, 5, false, false);
     ck_assert_uint_eq(id, 3);
     size_t sent = 0;
@@ -645,7 +595,7 @@ START_TEST(frames_on_streams_not_opened)
             h2_frame_header_put(f, 5, H2_PUSH_PROMISE, H2_FLAG_END_HEADERS, 1);
             f[H2_FRAME_HEADER_LEN + 3] = 2;
             f[H2_FRAME_HEADER_LEN + 4] = 0x82; /* :method GET */
-            buf_put(&t.in, f, sizeof(f));
+            h2_frames_put(&t.in, f, sizeof(f));
             break;
         }
         }
@@ -748,8 +698,9 @@ START_TEST(settings_and_windows)
     static const uint8_t ack[] = {0, 0, 0, H2_SETTINGS, H2_FLAG_ACK, 0, 0, 0, 0};
     ck_assert_uint_ge(t.out.len, sizeof(ack));
     ck_assert_mem_eq(t.out.p + t.out.len - sizeof(ack), ack, sizeof(ack));
-    struct hpack_field f[] = {fld(":method", "POST"), fld(":scheme", "https"),
-                              fld(":authority", "b"), fld(":path", "/")};
+    struct hpack_field f[] = {h2_frames_field(":method", "POST"),
+                              h2_frames_field(":scheme", "https"),
+                              h2_frames_field(":authority", "b"), h2_frames_field(":path", "/")};
     ck_assert_uint_eq(h2_session_request(&t.c, f, NULL, 4, false, false), 1);
     ck_assert_uint_eq(h2_session_request(&t.c, f, NULL, 4, false, false), 3);
     ck_assert_uint_eq(h2_session_request(&t.c, f, NULL, 4, false, false), 0); /* the limit */
