@@ -9,10 +9,8 @@
 #include "tests/daemon.h"
 #include "tests/helpers.h"
 
-#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -380,13 +378,8 @@ static void *slow_main(void *arg)
 static void slow_start(struct slow_backend *b)
 {
     memset(b, 0, sizeof(*b));
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    b->fd = test_reserve_port(&b->port);
     ck_assert_int_eq(listen(b->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(b->fd, (struct sockaddr *)&addr, &len);
-    b->port = ntohs(addr.sin_port);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, slow_main, b), 0);
 }
 
@@ -542,13 +535,8 @@ static void record_start(struct record_backend *b)
 {
     memset(b, 0, sizeof(*b));
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    b->fd = test_reserve_port(&b->port);
     ck_assert_int_eq(listen(b->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(b->fd, (struct sockaddr *)&addr, &len);
-    b->port = ntohs(addr.sin_port);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, record_main, b), 0);
 }
 
