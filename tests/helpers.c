@@ -286,6 +286,32 @@ bool test_backend_stop(struct test_backend *b, int timeout_ms)
     return test_poll_until(backend_idle, b, timeout_ms);
 }
 
+bool test_recv_head(int fd, char *buf, size_t size)
+{
+    size_t have = 0;
+    buf[0] = '\0';
+    while (have < size - 1) {
+        ssize_t n = recv(fd, buf + have, size - 1 - have, 0);
+        if (n <= 0)
+            return false;
+        have += (size_t)n;
+        buf[have] = '\0';
+        if (strstr(buf, "\r\n\r\n") != NULL)
+            break;
+    }
+    return true;
+}
+
+void test_send_head(int fd, const char *status_and_headers, size_t length)
+{
+    char head[1024];
+    int n =
+        snprintf(head, sizeof(head), "HTTP/1.1 %sContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                 status_and_headers, length);
+    ck_assert(n > 0 && (size_t)n < sizeof(head));
+    test_send_all(fd, head, (size_t)n);
+}
+
 int test_wait_exit(pid_t pid, int timeout_ms)
 {
     uint64_t deadline = test_now_ms() + (uint64_t)timeout_ms;

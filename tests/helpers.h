@@ -173,6 +173,16 @@ void test_backend_start(struct test_backend *b, const char *ip, int port,
  * their threads use `b` and serve()'s data. */
 bool test_backend_stop(struct test_backend *b, int timeout_ms);
 
+/* For a backend's serve(): reads a request head into `buf` (`size` bytes,
+ * kept NUL-terminated) until its empty line or a full buffer; false when
+ * the peer closed (or recv failed) first. */
+bool test_recv_head(int fd, char *buf, size_t size);
+
+/* For a backend's serve(): sends "HTTP/1.1 ", `status_and_headers` (the
+ * status line's rest and header lines, each ending in CRLF), then
+ * Content-Length: `length` and Connection: close. */
+void test_send_head(int fd, const char *status_and_headers, size_t length);
+
 /* Waits up to timeout_ms for child `pid`: its exit status, 128 + signal, or
  * -1 after killing it when the time is up. */
 int test_wait_exit(pid_t pid, int timeout_ms);
