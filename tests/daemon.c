@@ -339,6 +339,15 @@ int test_daemon_admin_get(const struct test_daemon *d, const char *path, char *b
     return test_daemon_http_get("127.0.0.2", d->admin_port, path, body, size);
 }
 
+long test_daemon_connections_active(const struct test_daemon *d)
+{
+    char page[16384];
+    if (test_daemon_admin_get(d, "/status", page, sizeof(page)) != 200)
+        return -1;
+    const char *at = strstr(page, "\"connections_active\": ");
+    return at != NULL ? strtol(at + 22, NULL, 10) : -1;
+}
+
 int test_daemon_run(const char *args, char *output, size_t size)
 {
     char cmd[PATH_MAX + 1024];

@@ -96,6 +96,10 @@ int test_daemon_http_try_get(const char *host, int port, const char *path, char 
 /* The same to d's admin listener, which is on 127.0.0.2. */
 int test_daemon_admin_get(const struct test_daemon *d, const char *path, char *body, size_t size);
 
+/* The connections d has open, as its admin /status counts them (the one
+ * that asks among them); -1 when the page does not say. */
+long test_daemon_connections_active(const struct test_daemon *d);
+
 /* Runs `corral ARGS` (split by the shell) to its end: returns its exit
  * status (-1 if it did not exit), stdout and stderr together in `output`. */
 int test_daemon_run(const char *args, char *output, size_t size);
