@@ -1940,6 +1940,19 @@ static const char stapling_conf[] = "workers 2;\n" ADMIN "tls_stapling on;\n"
                                     "    location / { return 200 \"unreachable\"; }\n"
                                     "}\n";
 
+/* What openssl s_client -status tells of ocsp.test on `port`, into `out`:
+ * its staple must say "good". */
+static void openssl_status_good(int port, char *out, size_t size)
+{
+    char command[512];
+    snprintf(command, sizeof(command),
+             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
+             "</dev/null 2>&1",
+             port);
+    test_run(command, out, size);
+    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+}
+
 START_TEST(ocsp_responses_are_fetched_and_stapled)
 {
     int port = free_port(), responder = free_port();
@@ -1967,13 +1980,8 @@ START_TEST(ocsp_responses_are_fetched_and_stapled)
     tls_close(&t);
 
     /* openssl s_client -status sees it too. */
-    char command[512], out[16384];
-    snprintf(command, sizeof(command),
-             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
-             "</dev/null 2>&1",
-             d.port);
-    test_run(command, out, sizeof(out));
-    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    char out[16384];
+    openssl_status_good(d.port, out, sizeof(out));
 
     ocsp_responder_stop(pid);
     char conf[4096];
@@ -2065,13 +2073,8 @@ START_TEST(a_watched_certificate_is_stapled_without_a_reload)
     ck_assert_int_ge(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 2), 2);
 
     /* openssl s_client -status sees it too. */
-    char command[512], out[16384];
-    snprintf(command, sizeof(command),
-             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
-             "</dev/null 2>&1",
-             d.port);
-    test_run(command, out, sizeof(out));
-    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    char out[16384];
+    openssl_status_good(d.port, out, sizeof(out));
     ck_assert_msg(strstr(out, "Serial Number: 0C") != NULL, "%s", out);
     test_daemon_stop(&d);
     ocsp_responder_stop(pid);
@@ -2120,13 +2123,8 @@ START_TEST(must_staple_certificates_are_stapled_without_tls_stapling)
     ck_assert_int_eq(stapled_status(d.port, "a.test"), -1);
     ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
 
-    char command[512], out[16384];
-    snprintf(command, sizeof(command),
-             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
-             "</dev/null 2>&1",
-             d.port);
-    test_run(command, out, sizeof(out));
-    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    char out[16384];
+    openssl_status_good(d.port, out, sizeof(out));
 
     ocsp_responder_stop(pid);
     test_sleep_ms(20); /* a new modification time for the watch */
