@@ -77,6 +77,15 @@ void test_daemon_fixture(TCase *tc)
     tcase_add_checked_fixture(tc, case_setup, case_teardown);
 }
 
+TCase *test_daemon_case(Suite *suite, const char *name, double timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(suite, tc);
+    return tc;
+}
+
 const char *test_daemon_dir(void)
 {
     ck_assert_msg(case_dir[0] != '\0', "the case has no directory: no test_daemon_fixture()");

@@ -28,6 +28,10 @@ struct test_daemon {
  * fails or times out leaves nothing behind either. */
 void test_daemon_fixture(TCase *tc);
 
+/* A test case group with test_daemon_fixture() and a timeout of
+ * `timeout_s`, added to `suite`. */
+TCase *test_daemon_case(Suite *suite, const char *name, double timeout_s);
+
 /* The current case's directory; valid in a case run with the fixture. */
 const char *test_daemon_dir(void);
 

@@ -1373,11 +1373,8 @@ END_TEST
 /* A test case group whose cases each get a daemon of their own. */
 static TCase *new_case(Suite *suite, const char *name)
 {
-    TCase *tc = tcase_create(name);
-    test_daemon_fixture(tc);
+    TCase *tc = test_daemon_case(suite, name, 30);
     tcase_add_checked_fixture(tc, start, stop);
-    tcase_set_timeout(tc, 30);
-    suite_add_tcase(suite, tc);
     return tc;
 }
 

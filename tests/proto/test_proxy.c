@@ -3731,22 +3731,12 @@ START_TEST(server_timing_times_the_upstream)
 }
 END_TEST
 
-/* A test case group with the daemon fixture and a timeout, added to `suite`. */
-static TCase *new_case(Suite *suite, const char *name, double timeout_s)
-{
-    TCase *tc = tcase_create(name);
-    test_daemon_fixture(tc);
-    tcase_set_timeout(tc, timeout_s);
-    suite_add_tcase(suite, tc);
-    return tc;
-}
-
 Suite *test_suite(void)
 {
     pattern_init();
     Suite *suite = suite_create("proto/proxy");
 
-    TCase *tc = new_case(suite, "conformance", 30);
+    TCase *tc = test_daemon_case(suite, "conformance", 30);
     tcase_add_unchecked_fixture(tc, conformance_start, shared_stop);
     tcase_add_test(tc, status_headers_and_body_pass_through);
     tcase_add_test(tc, proxy_redirect_rewrites_location_and_refresh);
@@ -3770,7 +3760,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, hundred_megabyte_upload_in_bounded_memory);
     tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
-    tc = new_case(suite, "headers", 20);
+    tc = test_daemon_case(suite, "headers", 20);
     tcase_add_unchecked_fixture(tc, headers_start, shared_stop);
     tcase_add_test(tc, request_headers_are_rewritten);
     tcase_add_test(tc, via_is_appended_to_an_existing_one);
@@ -3783,14 +3773,14 @@ Suite *test_suite(void)
     tcase_add_test(tc, upgrade_becomes_a_tunnel);
     tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
-    tc = new_case(suite, "upgrades", 20);
+    tc = test_daemon_case(suite, "upgrades", 20);
     tcase_add_test(tc, h2c_upgrade_is_not_forwarded);
     tcase_add_test(tc, only_allowed_upgrades_are_forwarded);
     tcase_add_test(tc, http2_settings_alone_is_not_forwarded);
     tcase_add_test(tc, unforwarded_upgrade_gets_no_101);
     tcase_add_test(tc, h2c_upgrade_on_an_http2_listener_is_ignored);
 
-    tc = new_case(suite, "failures", 20);
+    tc = test_daemon_case(suite, "failures", 20);
     tcase_add_unchecked_fixture(tc, failures_start, shared_stop);
     tcase_add_test(tc, upstream_down_gives_502);
     tcase_add_loop_test(tc, slow_upstream_gives_504, 0, COUNT(never_answers));
@@ -3809,18 +3799,18 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
-    tc = new_case(suite, "balancing", 20);
+    tc = test_daemon_case(suite, "balancing", 20);
     tcase_add_test(tc, round_robin_splits_evenly);
     tcase_add_test(tc, weights_three_to_one);
     tcase_add_test(tc, least_conn_avoids_the_busy_backend);
     tcase_add_test(tc, hash_keeps_a_client_on_one_backend);
 
-    tc = new_case(suite, "health", 20);
+    tc = test_daemon_case(suite, "health", 20);
     tcase_add_test(tc, failed_server_is_skipped_then_comes_back);
     tcase_add_test(tc, post_is_retried_when_the_connect_fails);
     tcase_add_test(tc, locations_share_an_upstream_and_keep_their_timeouts);
 
-    tc = new_case(suite, "buffering", 30);
+    tc = test_daemon_case(suite, "buffering", 30);
     tcase_add_test(tc, buffered_slow_upload_holds_no_backend_connection);
     tcase_add_test(tc, buffered_chunked_body_goes_with_its_length);
     tcase_add_test(tc, buffered_body_beyond_the_buffer_goes_to_an_unlinked_file);
@@ -3831,7 +3821,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, buffered_body_is_sent_again_to_the_next_server);
     tcase_add_test(tc, buffered_body_from_an_http2_client);
 
-    tc = new_case(suite, "smuggling", 60);
+    tc = test_daemon_case(suite, "smuggling", 60);
     tcase_add_test(tc, malformed_requests_are_refused_before_the_backend);
     tcase_add_test(tc, malformed_request_after_a_valid_one_is_not_forwarded);
     tcase_add_test(tc, request_inside_a_body_stays_body);
