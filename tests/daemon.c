@@ -77,6 +77,15 @@ void test_daemon_fixture(TCase *tc)
     tcase_add_checked_fixture(tc, case_setup, case_teardown);
 }
 
+TCase *test_daemon_case(Suite *suite, const char *name, double timeout_s)
+{
+    TCase *tc = tcase_create(name);
+    test_daemon_fixture(tc);
+    tcase_set_timeout(tc, timeout_s);
+    suite_add_tcase(suite, tc);
+    return tc;
+}
+
 const char *test_daemon_dir(void)
 {
     ck_assert_msg(case_dir[0] != '\0', "the case has no directory: no test_daemon_fixture()");
@@ -337,6 +346,15 @@ int test_daemon_http_get(const char *host, int port, const char *path, char *bod
 int test_daemon_admin_get(const struct test_daemon *d, const char *path, char *body, size_t size)
 {
     return test_daemon_http_get("127.0.0.2", d->admin_port, path, body, size);
+}
+
+long test_daemon_connections_active(const struct test_daemon *d)
+{
+    char page[16384];
+    if (test_daemon_admin_get(d, "/status", page, sizeof(page)) != 200)
+        return -1;
+    const char *at = strstr(page, "\"connections_active\": ");
+    return at != NULL ? strtol(at + 22, NULL, 10) : -1;
 }
 
 int test_daemon_run(const char *args, char *output, size_t size)

@@ -28,6 +28,10 @@ struct test_daemon {
  * fails or times out leaves nothing behind either. */
 void test_daemon_fixture(TCase *tc);
 
+/* A test case group with test_daemon_fixture() and a timeout of
+ * `timeout_s`, added to `suite`. */
+TCase *test_daemon_case(Suite *suite, const char *name, double timeout_s);
+
 /* The current case's directory; valid in a case run with the fixture. */
 const char *test_daemon_dir(void);
 
@@ -95,6 +99,10 @@ int test_daemon_http_try_get(const char *host, int port, const char *path, char 
 
 /* The same to d's admin listener, which is on 127.0.0.2. */
 int test_daemon_admin_get(const struct test_daemon *d, const char *path, char *body, size_t size);
+
+/* The connections d has open, as its admin /status counts them (the one
+ * that asks among them); -1 when the page does not say. */
+long test_daemon_connections_active(const struct test_daemon *d);
 
 /* Runs `corral ARGS` (split by the shell) to its end: returns its exit
  * status (-1 if it did not exit), stdout and stderr together in `output`. */

@@ -8,6 +8,7 @@
 #include <errno.h>
 #include <netinet/in.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -33,6 +34,17 @@ uint64_t test_now_ms(void)
     struct timespec ts;
     clock_gettime(CLOCK_MONOTONIC, &ts);
     return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+void test_appendf(char *buf, size_t size, size_t *used, const char *fmt, ...)
+{
+    ck_assert_uint_lt(*used, size);
+    va_list ap;
+    va_start(ap, fmt);
+    int n = vsnprintf(buf + *used, size - *used, fmt, ap);
+    va_end(ap);
+    ck_assert(n >= 0 && (size_t)n < size - *used);
+    *used += (size_t)n;
 }
 
 void test_sleep_ms(int ms)
@@ -272,6 +284,32 @@ bool test_backend_stop(struct test_backend *b, int timeout_ms)
     pthread_join(b->thread, NULL);
     close(b->fd);
     return test_poll_until(backend_idle, b, timeout_ms);
+}
+
+bool test_recv_head(int fd, char *buf, size_t size)
+{
+    size_t have = 0;
+    buf[0] = '\0';
+    while (have < size - 1) {
+        ssize_t n = recv(fd, buf + have, size - 1 - have, 0);
+        if (n <= 0)
+            return false;
+        have += (size_t)n;
+        buf[have] = '\0';
+        if (strstr(buf, "\r\n\r\n") != NULL)
+            break;
+    }
+    return true;
+}
+
+void test_send_head(int fd, const char *status_and_headers, size_t length)
+{
+    char head[1024];
+    int n =
+        snprintf(head, sizeof(head), "HTTP/1.1 %sContent-Length: %zu\r\nConnection: close\r\n\r\n",
+                 status_and_headers, length);
+    ck_assert(n > 0 && (size_t)n < sizeof(head));
+    test_send_all(fd, head, (size_t)n);
 }
 
 int test_wait_exit(pid_t pid, int timeout_ms)

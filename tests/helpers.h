@@ -73,6 +73,12 @@ int test_run(const char *command, char *out, size_t size);
 /* Monotonic milliseconds. */
 uint64_t test_now_ms(void);
 
+/* Appends printf-style text at `buf + *used` (`size` bytes in all, kept
+ * NUL-terminated) and advances `*used`; text that does not fit fails the
+ * test.  What the event logs of the unit tests are written with. */
+void test_appendf(char *buf, size_t size, size_t *used, const char *fmt, ...)
+    __attribute__((format(printf, 4, 5)));
+
 /* How long a test waits for a state it expects, and how often it looks:
  * generous, for sanitizer builds on a loaded machine; a state that comes
  * sooner ends the wait sooner. */
@@ -166,6 +172,16 @@ void test_backend_start(struct test_backend *b, const char *ip, int port,
  * the connections being served to end: whether they all did.  Until then
  * their threads use `b` and serve()'s data. */
 bool test_backend_stop(struct test_backend *b, int timeout_ms);
+
+/* For a backend's serve(): reads a request head into `buf` (`size` bytes,
+ * kept NUL-terminated) until its empty line or a full buffer; false when
+ * the peer closed (or recv failed) first. */
+bool test_recv_head(int fd, char *buf, size_t size);
+
+/* For a backend's serve(): sends "HTTP/1.1 ", `status_and_headers` (the
+ * status line's rest and header lines, each ending in CRLF), then
+ * Content-Length: `length` and Connection: close. */
+void test_send_head(int fd, const char *status_and_headers, size_t length);
 
 /* Waits up to timeout_ms for child `pid`: its exit status, 128 + signal, or
  * -1 after killing it when the time is up. */

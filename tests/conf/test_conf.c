@@ -2883,17 +2883,26 @@ static const struct corpus_case corpus_cases[] = {
      "the names, or write a regex such as ~^(.+\\.)?example\\.com$\n"},
 };
 
-START_TEST(nginx_corpus)
+/* The source tree's tests/conf/nginx, found from this program's path
+ * (build/.../tests/conf/test_conf), into `dir`. */
+static void nginx_dir(char *dir, size_t size)
 {
-    const struct corpus_case *row = &corpus_cases[_i];
-    char self[PATH_MAX], dir[PATH_MAX + 32], path[PATH_MAX];
+    char self[PATH_MAX];
     ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
     ck_assert_int_gt(n, 0);
     self[n] = '\0';
     char *cut = strstr(self, "/build/");
     ck_assert_ptr_nonnull(cut);
     *cut = '\0';
-    snprintf(dir, sizeof(dir), "%s/tests/conf/nginx", self);
+    int len = snprintf(dir, size, "%s/tests/conf/nginx", self);
+    ck_assert(len > 0 && (size_t)len < size);
+}
+
+START_TEST(nginx_corpus)
+{
+    const struct corpus_case *row = &corpus_cases[_i];
+    char dir[PATH_MAX + 32], path[PATH_MAX];
+    nginx_dir(dir, sizeof(dir));
     ck_assert_int_eq(chdir(dir), 0); /* positions name the files as written here */
     size_t len;
     char *text = read_corpus(row->file, &len, dir);
@@ -2915,14 +2924,9 @@ END_TEST
  * accepted, or has its porting message. */
 START_TEST(nginx_directives_have_messages)
 {
-    char self[PATH_MAX], path[PATH_MAX + 64];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
-    char *cut = strstr(self, "/build/");
-    ck_assert_ptr_nonnull(cut);
-    *cut = '\0';
-    snprintf(path, sizeof(path), "%s/tests/conf/nginx/directives.txt", self);
+    char dir[PATH_MAX + 32], path[PATH_MAX + 64];
+    nginx_dir(dir, sizeof(dir));
+    snprintf(path, sizeof(path), "%s/directives.txt", dir);
     FILE *f = fopen(path, "r");
     ck_assert_ptr_nonnull(f);
     char line[128];
@@ -3064,14 +3068,8 @@ static const struct corpus_case round_trip_cases[] = {
 START_TEST(translate_corpus_round_trip)
 {
     const struct corpus_case *row = &round_trip_cases[_i];
-    char self[PATH_MAX], dir[PATH_MAX + 32];
-    ssize_t n = readlink("/proc/self/exe", self, sizeof(self) - 1);
-    ck_assert_int_gt(n, 0);
-    self[n] = '\0';
-    char *cut = strstr(self, "/build/");
-    ck_assert_ptr_nonnull(cut);
-    *cut = '\0';
-    snprintf(dir, sizeof(dir), "%s/tests/conf/nginx", self);
+    char dir[PATH_MAX + 32];
+    nginx_dir(dir, sizeof(dir));
     ck_assert_int_eq(chdir(dir), 0);
     size_t len;
     char *text = read_corpus(row->file, &len, dir);
@@ -3427,14 +3425,25 @@ END_TEST
 
 /* -------------------------------------------------------- value parsers */
 
-struct size_case {
+/* A value parser's answer to `text`: `rc`, then the value or errno. */
+struct parse_case {
     const char *text;
     int rc;
     int err;
-    size_t value;
+    uint64_t value;
 };
 
-static const struct size_case size_cases[] = {
+/* What a parser returned (`rc`, errno `err`, `value`) is `row`'s. */
+static void parse_case_check(const struct parse_case *row, int rc, int err, uint64_t value)
+{
+    ck_assert_msg(rc == row->rc, "\"%s\": rc %d", row->text, rc);
+    if (rc == 0)
+        ck_assert_msg(value == row->value, "\"%s\": %llu", row->text, (unsigned long long)value);
+    else
+        ck_assert_msg(err == row->err, "\"%s\": errno %d", row->text, err);
+}
+
+static const struct parse_case size_cases[] = {
     {"0", 0, 0, 0},
     {"512", 0, 0, 512},
     {"16k", 0, 0, 16384},
@@ -3464,26 +3473,15 @@ static const struct size_case size_cases[] = {
 
 START_TEST(size_table)
 {
-    const struct size_case *row = &size_cases[_i];
+    const struct parse_case *row = &size_cases[_i];
     size_t value = 12345;
     errno = 0;
     int rc = conf_parse_size(row->text, &value);
-    ck_assert_msg(rc == row->rc, "\"%s\": rc %d", row->text, rc);
-    if (rc == 0)
-        ck_assert_msg(value == row->value, "\"%s\": %zu", row->text, value);
-    else
-        ck_assert_msg(errno == row->err, "\"%s\": errno %d", row->text, errno);
+    parse_case_check(row, rc, errno, value);
 }
 END_TEST
 
-struct duration_case {
-    const char *text;
-    int rc;
-    int err;
-    uint32_t ms;
-};
-
-static const struct duration_case duration_cases[] = {
+static const struct parse_case duration_cases[] = {
     {"0", 0, 0, 0},
     {"30", 0, 0, 30000},
     {"30s", 0, 0, 30000},
@@ -3512,15 +3510,11 @@ static const struct duration_case duration_cases[] = {
 
 START_TEST(duration_table)
 {
-    const struct duration_case *row = &duration_cases[_i];
+    const struct parse_case *row = &duration_cases[_i];
     uint32_t ms = 12345;
     errno = 0;
     int rc = conf_parse_duration(row->text, &ms);
-    ck_assert_msg(rc == row->rc, "\"%s\": rc %d", row->text, rc);
-    if (rc == 0)
-        ck_assert_msg(ms == row->ms, "\"%s\": %u", row->text, ms);
-    else
-        ck_assert_msg(errno == row->err, "\"%s\": errno %d", row->text, errno);
+    parse_case_check(row, rc, errno, ms);
 }
 END_TEST
 

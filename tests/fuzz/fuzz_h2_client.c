@@ -14,6 +14,7 @@
  * resets that libnghttp2 takes is not a failure.  Besides, the session's
  * own invariants hold (AddressSanitizer, asserts), whatever the input.
  */
+#include "h2_pieces.h"
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
 
@@ -347,20 +348,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     ssize_t rv = nghttp2_session_mem_recv(th.s, data, size);
     th.fatal = rv < 0;
 
-    size_t cuts[] = {size / 3, 2 * size / 3, size};
-    uint8_t *pending = malloc(size + 1);
-    assert(pending != NULL);
-    size_t have = 0, from = 0;
-    for (size_t c = 0; c < 3 && o.s.error == H2_NO_ERROR; c++) {
-        memcpy(pending + have, data + from, cuts[c] - from);
-        have += cuts[c] - from;
-        from = cuts[c];
-        size_t used = h2_session_recv(&o.s, pending, have, c);
-        assert(used <= have);
-        memmove(pending, pending + used, have - used);
-        have -= used;
-    }
-    free(pending);
+    struct h2_pieces pieces;
+    h2_pieces_init(&pieces, data, size);
+    for (size_t c = 0; c < H2_PIECES && o.s.error == H2_NO_ERROR; c++)
+        h2_pieces_feed(&pieces, c, &o.s, c);
+    h2_pieces_free(&pieces);
 
     for (int i = 0; i < STREAMS; i++) {
         const struct stream_trace *a = &o.side.st[i], *b = &th.side.st[i];

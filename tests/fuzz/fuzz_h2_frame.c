@@ -20,6 +20,7 @@
  * libnghttp2 keeps: when ours ends for such a defence, only the events
  * before it are compared.
  */
+#include "h2_pieces.h"
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
 
@@ -463,17 +464,15 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     struct h2_sink sink = {ours_write, &o};
     h2_session_init(&o.s, &conf, &ours_ops, &o, &sink, 0);
 
-    size_t cuts[] = {size / 3, 2 * size / 3, size};
-    uint8_t *pending = malloc(size + 1);
-    assert(pending != NULL);
-    size_t have = 0, from = 0;
+    struct h2_pieces pieces;
+    h2_pieces_init(&pieces, data, size);
+    const size_t *cuts = pieces.cuts;
     uint64_t now = 0;
-    for (size_t c = 0; c < 3; c++) {
-        size_t n = cuts[c] - from;
+    for (size_t c = 0; c < H2_PIECES; c++) {
         /* Theirs, a frame at a time (cut where the piece ends too), its
          * output sent after each: a RST_STREAM goes out, and its stream
          * is gone, before the next frame, as ours does. */
-        for (size_t at = from; th.t.error == UINT32_MAX && at < cuts[c];) {
+        for (size_t at = pieces.from; th.t.error == UINT32_MAX && at < cuts[c];) {
             size_t end = frame_end(data, size, at);
             if (end > cuts[c])
                 end = cuts[c];
@@ -486,15 +485,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
             at = end;
         }
         /* Ours: what it did not consume comes again with the rest. */
-        memcpy(pending + have, data + from, n);
-        have += n;
-        from = cuts[c];
-        if (o.s.error == H2_NO_ERROR) {
-            size_t used = h2_session_recv(&o.s, pending, have, now);
-            assert(used <= have);
-            memmove(pending, pending + used, have - used);
-            have -= used;
-        }
+        h2_pieces_feed(&pieces, c, &o.s, now);
         now += 1;
     }
     if (o.s.why != NULL && ours_only(o.s.why))
@@ -510,8 +501,8 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * as its bytes arrive; ours once the block is whole: when ours stopped
      * inside a block (the input ended there, or a frame broke it), an
      * error libnghttp2 found in the block first is only theirs to see. */
-    bool in_block = o.s.reader.in_block || (o.t.error == UINT32_MAX && have >= 9 &&
-                                            !o.s.reader.in_data && pending[3] == H2_HEADERS);
+    bool in_block = o.s.reader.in_block || (o.t.error == UINT32_MAX && pieces.have >= 9 &&
+                                            !o.s.reader.in_data && pieces.pending[3] == H2_HEADERS);
     if (!same && in_block && th.t.error != UINT32_MAX && strcmp(mine, theirs) == 0)
         same = true;
     /* libnghttp2 1.52 counts a CONTINUATION frame again for each read
@@ -562,7 +553,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     }
     free(our_resets.buf);
     free(their_resets.buf);
-    free(pending);
+    h2_pieces_free(&pieces);
     free(o.t.buf);
     free(th.t.buf);
     free(th.fields.buf);

@@ -1,127 +1,17 @@
 /*
  * fuzz_http1.c: libFuzzer over the request path: raw bytes go to a real
- * corral server (over a unix socket) whose locations answer with `return`
- * or proxy to a second listener, so parsing, routing, the header rewriting
+ * corral server (proxy_pair.h) whose locations answer with `return` or
+ * proxy to a second listener, so parsing, routing, the header rewriting
  * and the response parsing all run on every input.  Sanitizers watch; the
  * input's response is read until the server closes.
  */
-#include "proto/serve/serve.h"
-#include "proto/modules.h"
-#include "proto/policy/return.h"
-#include "proto/http1/http1.h"
-#include "proto/upstream/proxy.h"
-
-#include <stdio.h>
-#include <stdlib.h>
-#include <string.h>
-#include <sys/socket.h>
-#include <sys/time.h>
-#include <sys/un.h>
-#include <unistd.h>
-
-static char front_path[108], back_path[108];
-
-static struct http_return ok = {.status = 200, .text = "ok\n", .text_len = 3};
-static struct http_return created = {.status = 201, .text = "created\n", .text_len = 8};
-static struct http_location back_locations[] = {{.path = "/",
-                                                 .path_len = 1,
-                                                 .exact = false,
-                                                 .handler = &http_return_handler,
-                                                 .handler_data = &ok}};
-static struct http_vhost back_vhost = {.locations = back_locations, .location_count = 1};
-static struct http_site back_site = {.vhosts = &back_vhost, .vhost_count = 1};
-
-static struct http_header set_headers[] = {{{"X-Set", 5}, {"1", 1}}, {{"Accept", 6}, {"", 0}}};
-static struct http_str hide_headers[] = {{"X-Hidden", 8}};
-static struct proxy_location proxy = {
-    .conf = {.connect_timeout_ms = 2000, .read_timeout_ms = 2000, .send_timeout_ms = 2000},
-    .set_headers = set_headers,
-    .set_header_count = 2,
-    .hide_headers = hide_headers,
-    .hide_header_count = 1};
-static struct http_location front_locations[] = {
-    {.path = "/p",
-     .path_len = 2,
-     .exact = false,
-     .handler = &proxy_handler,
-     .handler_data = &proxy},
-    {.path = "/",
-     .path_len = 1,
-     .exact = false,
-     .handler = &http_return_handler,
-     .handler_data = &created},
-};
-static const char *const names[] = {"example.com", "*.example.org"};
-static struct http_vhost front_vhost = {
-    .names = names, .name_count = 2, .locations = front_locations, .location_count = 2};
-static struct http_site front_site = {.vhosts = &front_vhost, .vhost_count = 1};
-
-static void remove_sockets(void)
-{
-    unlink(front_path);
-    unlink(back_path);
-}
-
-static void start_server(void)
-{
-    snprintf(front_path, sizeof(front_path), "/tmp/corral-fuzz-%d-front.sock", (int)getpid());
-    snprintf(back_path, sizeof(back_path), "/tmp/corral-fuzz-%d-back.sock", (int)getpid());
-    remove_sockets();
-    atexit(remove_sockets); /* the server itself runs until the process ends */
-    corral_set_log_level(CORRAL_LOG_ERROR);
-    struct http_limits limits = HTTP_LIMITS_DEFAULT;
-    limits.header_timeout_ms = limits.body_timeout_ms = 2000;
-    front_vhost.limits = back_vhost.limits = limits;
-
-    char address[128];
-    snprintf(address, sizeof(address), "unix:%s", back_path);
-    struct proxy_server_conf server = {.address = address, .weight = 1};
-    struct proxy_upstream_conf upstream = {.name = "back",
-                                           .servers = &server,
-                                           .server_count = 1,
-                                           .keepalive = 4,
-                                           .idle_timeout_ms = 2000};
-    struct corral_server_config config;
-    modules_init();
-    corral_server_config_init(&config);
-    config.workers = 1;
-    corral_server *srv;
-    if (corral_server_new(&config, &srv) != 0 || upstream_new(&upstream, 1, &proxy.upstream) != 0 ||
-        corral_server_listen(srv, address, NULL, &serve_handler, &back_site, NULL) != 0)
-        abort();
-    snprintf(address, sizeof(address), "unix:%s", front_path);
-    if (corral_server_listen(srv, address, NULL, &serve_handler, &front_site, NULL) != 0 ||
-        corral_server_start(srv) != 0)
-        abort();
-}
+#include "proxy_pair.h"
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size);
 
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
 {
-    static int started;
-    if (!started) {
-        start_server();
-        started = 1;
-    }
-    int fd = socket(AF_UNIX, SOCK_STREAM, 0);
-    struct sockaddr_un addr = {.sun_family = AF_UNIX};
-    memcpy(addr.sun_path, front_path, strlen(front_path) + 1);
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    if (connect(fd, (struct sockaddr *)&addr, sizeof(addr)) != 0)
-        abort();
-    size_t sent = 0;
-    while (sent < size) {
-        ssize_t n = send(fd, data + sent, size - sent, MSG_NOSIGNAL);
-        if (n <= 0)
-            break;
-        sent += (size_t)n;
-    }
-    shutdown(fd, SHUT_WR);
-    char buf[4096];
-    while (recv(fd, buf, sizeof(buf), 0) > 0)
-        ;
-    close(fd);
+    proxy_pair_start("fuzz", NULL);
+    proxy_pair_exchange(NULL, 0, data, size);
     return 0;
 }

@@ -7,17 +7,9 @@
 # GOAWAY, SETTINGS, windows and floods.
 """Usage: tests/fuzz/h2_client_seeds.py [DIRECTORY]"""
 
-import os
 import struct
-import sys
-import types
 
-for name in ("h2", "h2.config", "h2.connection", "h2.events", "hpack"):
-    sys.modules.setdefault(name, types.ModuleType(name))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "proto", "h2"))
-import h2frames as f  # noqa: E402
-
-MAX = 4096
+from h2_seeds import MAX, f, fill, write
 
 
 def conn(*frames, settings=(), ack=True):
@@ -29,14 +21,6 @@ def conn(*frames, settings=(), ack=True):
 
 def head(*fields):
     return f.block([(f.b(n), f.b(v)) for n, v in fields])
-
-
-def fill(make, first=b""):
-    out, i = conn(first), 0
-    while len(out) + len(make(i)) <= MAX:
-        out += make(i)
-        i += 1
-    return out
 
 
 def seeds():
@@ -95,24 +79,14 @@ def seeds():
                                   f.window_update_frame(0, 0x7fffffff))
     yield "data-past-window", conn(f.headers_frame(1, head((":status", "200")), end_stream=False),
                                    *[f.frame(f.DATA, 0, 1, b"x" * 16384)] * 5)[:MAX]
-    yield "ping-flood", fill(lambda i: f.frame(f.PING, 0, 0, struct.pack(">Q", i)))
-    yield "settings-flood", fill(lambda i: f.settings_frame())
-    yield "empty-data-flood", fill(lambda i: f.data_frame(1, b""),
+    yield "ping-flood", fill(conn, lambda i: f.frame(f.PING, 0, 0, struct.pack(">Q", i)))
+    yield "settings-flood", fill(conn, lambda i: f.settings_frame())
+    yield "empty-data-flood", fill(conn, lambda i: f.data_frame(1, b""),
                                    f.headers_frame(1, head((":status", "200")), end_stream=False))
     cont = f.frame(f.CONTINUATION, 0, 1, f.literal(b"x-a", b"1"))
     yield "continuation-flood", conn(
         f.headers_frame(1, head((":status", "200")), end_headers=False), *[cont] * 12)
 
 
-def main():
-    directory = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "corpus", "h2_client")
-    os.makedirs(directory, exist_ok=True)
-    for name, data in seeds():
-        assert len(data) <= MAX, name
-        with open(os.path.join(directory, name), "wb") as out:
-            out.write(data)
-
-
 if __name__ == "__main__":
-    main()
+    write(seeds, "h2_client")

@@ -6,19 +6,9 @@
 # fit the 4 KiB inputs scripts/test fuzzes with.
 """Usage: tests/fuzz/h2_frame_seeds.py [DIRECTORY]"""
 
-import os
 import struct
-import sys
-import types
 
-# h2frames.py talks to a daemon with the h2 and hpack modules; building
-# frames needs neither, so that this runs where they are not installed.
-for name in ("h2", "h2.config", "h2.connection", "h2.events", "hpack"):
-    sys.modules.setdefault(name, types.ModuleType(name))
-sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "proto", "h2"))
-import h2frames as f  # noqa: E402
-
-MAX = 4096
+from h2_seeds import f, fill, write
 
 
 def conn(*frames, ack=True):
@@ -26,15 +16,6 @@ def conn(*frames, ack=True):
     if ack:
         out += f.settings_frame(ack=True)
     return out + b"".join(frames)
-
-
-def fill(make, first=b""):
-    """As many of make(i) as fit after `first`."""
-    out, i = conn(first), 0
-    while len(out) + len(make(i)) <= MAX:
-        out += make(i)
-        i += 1
-    return out
 
 
 def seeds():
@@ -53,23 +34,23 @@ def seeds():
         if body is not None:
             frames.append(f.data_frame(1, body, end_stream=True))
         yield "malformed-" + name, conn(*frames)
-    yield "rapid-reset", fill(lambda i: f.headers_frame(2 * i + 1, get) + f.rst_frame(2 * i + 1, f.CANCEL))
+    yield "rapid-reset", fill(conn, lambda i: f.headers_frame(2 * i + 1, get) + f.rst_frame(2 * i + 1, f.CANCEL))
     cont = f.frame(f.CONTINUATION, 0, 1, f.literal(b"x-a", b"1"))
     yield "continuation-flood", conn(f.headers_frame(1, get, end_headers=False), *[cont] * 12)
     yield "continuation-end", conn(f.headers_frame(1, get, end_headers=False), *[cont] * 7,
                                    f.frame(f.CONTINUATION, f.END_HEADERS, 1, b""))
-    yield "settings-flood", fill(lambda i: f.settings_frame())
-    yield "ping-flood", fill(lambda i: f.frame(f.PING, 0, 0, struct.pack(">Q", i)))
-    yield "empty-data-flood", fill(lambda i: f.data_frame(1, b""), f.headers_frame(1, post, end_stream=False))
-    yield "padded-empty-data-flood", fill(lambda i: f.frame(f.DATA, 0x8, 1, b"\x02\0\0"),
+    yield "settings-flood", fill(conn, lambda i: f.settings_frame())
+    yield "ping-flood", fill(conn, lambda i: f.frame(f.PING, 0, 0, struct.pack(">Q", i)))
+    yield "empty-data-flood", fill(conn, lambda i: f.data_frame(1, b""), f.headers_frame(1, post, end_stream=False))
+    yield "padded-empty-data-flood", fill(conn, lambda i: f.frame(f.DATA, 0x8, 1, b"\x02\0\0"),
                                           f.headers_frame(1, post, end_stream=False))
     yield "empty-headers-flood", conn(f.headers_frame(1, get, end_headers=False),
                                       *[f.frame(f.CONTINUATION, 0, 1, b"")] * 20)
-    yield "window-update-flood", fill(lambda i: f.window_update_frame(0, 1))
+    yield "window-update-flood", fill(conn, lambda i: f.window_update_frame(0, 1))
     yield "window-overflow", conn(f.window_update_frame(0, 0x7fffffff))
     yield "zero-window-stream", conn(f.settings_frame([(f.SETTINGS_INITIAL_WINDOW_SIZE, 0)]),
                                      f.headers_frame(1, get))
-    yield "too-many-streams", fill(lambda i: f.headers_frame(2 * i + 1, post, end_stream=False))
+    yield "too-many-streams", fill(conn, lambda i: f.headers_frame(2 * i + 1, post, end_stream=False))
     yield "data-past-window", conn(f.headers_frame(1, post, end_stream=False),
                                    *[f.data_frame(1, b"x" * 1000)] * 3)
     yield "priority-and-padding", conn(
@@ -81,15 +62,5 @@ def seeds():
     yield "unknown-frame", conn(f.frame(0x42, 0xff, 1, b"ignored"), f.headers_frame(1, get))
 
 
-def main():
-    directory = sys.argv[1] if len(sys.argv) > 1 else os.path.join(
-        os.path.dirname(os.path.abspath(__file__)), "corpus", "h2_frame")
-    os.makedirs(directory, exist_ok=True)
-    for name, data in seeds():
-        assert len(data) <= MAX, name
-        with open(os.path.join(directory, name), "wb") as out:
-            out.write(data)
-
-
 if __name__ == "__main__":
-    main()
+    write(seeds, "h2_frame")

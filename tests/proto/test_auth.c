@@ -396,17 +396,6 @@ START_TEST(jwt_keys_fetched_by_subrequest)
 }
 END_TEST
 
-/* The connections d has open, as its /status counts them: the one that
- * asks among them. */
-static long connections_active(const struct test_daemon *d)
-{
-    char page[16384];
-    if (test_daemon_admin_get(d, "/status", page, sizeof(page)) != 200)
-        return -1;
-    const char *at = strstr(page, "\"connections_active\": ");
-    return at != NULL ? strtol(at + 22, NULL, 10) : -1;
-}
-
 /* A client that leaves, its body half sent, while the key server (it
  * accepts and never answers) has not given the keys: the daemon lets go
  * of the request and its fetch at once, and the stop does not wait. */
@@ -425,7 +414,7 @@ START_TEST(jwt_client_gone_while_keys_are_fetched)
     struct test_daemon d;
     start(&d, "corral", text);
     long active = -1, idle = 1; /* the one that asks */
-    test_wait_for((active = connections_active(&d)) == idle, TEST_WAIT_MS,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle, TEST_WAIT_MS,
                   "%ld connections, not %ld", active, idle);
     int fd = test_connect(d.port);
     static char request[4096];
@@ -437,10 +426,10 @@ START_TEST(jwt_client_gone_while_keys_are_fetched)
     test_send_all(fd, request, (size_t)n);
     struct pollfd asked = {.fd = silent, .events = POLLIN};
     ck_assert_msg(poll(&asked, 1, TEST_WAIT_MS) == 1, "the key server was not asked");
-    test_wait_for((active = connections_active(&d)) == idle + 1, TEST_WAIT_MS,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle + 1, TEST_WAIT_MS,
                   "%ld connections, not %ld", active, idle + 1);
     close(fd);
-    test_wait_for((active = connections_active(&d)) == idle, 2000,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle, 2000,
                   "the held request's connection is still open: %ld", active);
     uint64_t stop_ms = test_now_ms();
     test_daemon_stop(&d);

@@ -369,17 +369,6 @@ START_TEST(service_down_is_500)
 }
 END_TEST
 
-/* The connections d has open, as its /status counts them: the one that
- * asks among them. */
-static long connections_active(const struct test_daemon *d)
-{
-    char page[16384];
-    if (test_daemon_admin_get(d, "/status", page, sizeof(page)) != 200)
-        return -1;
-    const char *at = strstr(page, "\"connections_active\": ");
-    return at != NULL ? strtol(at + 22, NULL, 10) : -1;
-}
-
 /* A client that leaves while the service has not answered (it accepts
  * and never answers): the daemon lets go of the subrequest and the held
  * request at once (not at the service's proxy_read_timeout, nor at the
@@ -394,7 +383,7 @@ START_TEST(client_gone_while_the_service_thinks)
     echo_start(&e);
     start_front(&d, silent_port, e.port);
     long active = -1, idle = 1; /* the one that asks */
-    test_wait_for((active = connections_active(&d)) == idle, TEST_WAIT_MS,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle, TEST_WAIT_MS,
                   "%ld connections, not %ld", active, idle);
     int fd = test_connect(d.port);
     const char *request = "POST /upload/ HTTP/1.1\r\nHost: t\r\nContent-Length: 10\r\n\r\n0123";
@@ -403,10 +392,10 @@ START_TEST(client_gone_while_the_service_thinks)
     ck_assert_msg(poll(&asked, 1, TEST_WAIT_MS) == 1, "the service was not asked");
     /* One that asked before may still be closing: a count that is right
      * comes soon. */
-    test_wait_for((active = connections_active(&d)) == idle + 1, TEST_WAIT_MS,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle + 1, TEST_WAIT_MS,
                   "%ld connections, not %ld", active, idle + 1);
     close(fd);
-    test_wait_for((active = connections_active(&d)) == idle, 2000,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle, 2000,
                   "the held request's connection is still open: %ld", active);
     /* The subrequest was cut off: its connection to the service is
      * closed, as the proxy closes one for a client that left. */

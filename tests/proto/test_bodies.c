@@ -1073,23 +1073,14 @@ START_TEST(client_leaving_mid_upload_frees_everything)
 }
 END_TEST
 
-static TCase *new_case(Suite *suite, const char *name, double timeout_s)
-{
-    TCase *tc = tcase_create(name);
-    test_daemon_fixture(tc);
-    tcase_set_timeout(tc, timeout_s);
-    suite_add_tcase(suite, tc);
-    return tc;
-}
-
 Suite *test_suite(void)
 {
     pattern_init();
     Suite *suite = suite_create("proto/bodies");
-    TCase *tc = new_case(suite, "framings", 60);
+    TCase *tc = test_daemon_case(suite, "framings", 60);
     tcase_add_loop_test(tc, downloads_arrive_whole, 0, 4);
     tcase_add_loop_test(tc, uploads_arrive_whole, 0, 2);
-    tc = new_case(suite, "large", 90);
+    tc = test_daemon_case(suite, "large", 90);
     tcase_add_test(tc, hundred_megabytes_each_way);
     tcase_add_loop_test(tc, slow_reader_keeps_memory_bounded, 0, 2);
     tcase_add_loop_test(tc, backend_dying_mid_body_resets_the_client, 0, 2);
@@ -1099,7 +1090,7 @@ Suite *test_suite(void)
     tcase_add_loop_test(tc, last_response_of_a_connection_is_copied, 0, 2);
     tcase_add_loop_test(tc, backend_dying_mid_upload_answers_502, 0, 2);
     tcase_add_loop_test(tc, client_leaving_mid_upload_frees_everything, 0, 2);
-    tc = new_case(suite, "tls", 90);
+    tc = test_daemon_case(suite, "tls", 90);
     tcase_add_loop_test(tc, tls_clients_get_and_send_whole, 0, 2);
     return suite;
 }

@@ -33,12 +33,6 @@
 #define BIG_LEN (1024 * 1024)
 static char big[BIG_LEN];
 
-struct backend {
-    int fd, port;
-    pthread_t thread;
-    atomic_bool stop;
-};
-
 static atomic_uint requests;       /* every request the backend answered */
 static atomic_uint collapse_asked; /* requests for /collapse* */
 static atomic_bool collapse_release;
@@ -47,15 +41,6 @@ static atomic_uint hold_asked;   /* requests for paths with "hold" in them */
 static atomic_uint not_modified; /* 304s the backend sent */
 static atomic_bool stall_release;
 static atomic_bool stalled; /* /stall sent its first half */
-
-static void send_head(int fd, const char *status_and_headers, size_t length)
-{
-    char head[1024];
-    int n =
-        snprintf(head, sizeof(head), "HTTP/1.1 %sContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                 status_and_headers, length);
-    test_send_all(fd, head, (size_t)n);
-}
 
 static const char *header_value(const char *req, const char *name, char *out, size_t size)
 {
@@ -71,19 +56,15 @@ static const char *header_value(const char *req, const char *name, char *out, si
     return out;
 }
 
-static void backend_serve(int fd)
+static void backend_serve(int fd, void *data)
 {
+    (void)data;
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     char req[8192];
-    size_t have = 0;
-    while (have < sizeof(req) - 1) {
-        ssize_t n = recv(fd, req + have, sizeof(req) - 1 - have, 0);
-        if (n <= 0)
-            return;
-        have += (size_t)n;
-        req[have] = '\0';
-        if (strstr(req, "\r\n\r\n") != NULL)
-            break;
-    }
+    if (!test_recv_head(fd, req, sizeof(req)))
+        return;
     unsigned n = atomic_fetch_add(&requests, 1) + 1;
     const char *path = strchr(req, ' ');
     if (path == NULL)
@@ -124,7 +105,7 @@ static void backend_serve(int fd)
     if (mode == 1)
         return; /* closed with no response: an error */
     if (mode == 2) {
-        send_head(fd, "500 Internal Server Error\r\n", 0);
+        test_send_head(fd, "500 Internal Server Error\r\n", 0);
         return;
     }
     if (strncmp(path, "/reval/", 7) == 0) {
@@ -137,7 +118,7 @@ static void backend_serve(int fd)
             return;
         }
         snprintf(body, sizeof(body), "answer %u", n);
-        send_head(fd, "200 OK\r\nCache-Control: max-age=3\r\nETag: \"v1\"\r\n", strlen(body));
+        test_send_head(fd, "200 OK\r\nCache-Control: max-age=3\r\nETag: \"v1\"\r\n", strlen(body));
         test_send_all(fd, body, strlen(body));
         return;
     }
@@ -160,7 +141,7 @@ static void backend_serve(int fd)
             usleep(2000);
     }
     if (strncmp(path, "/big", 4) == 0 || strncmp(path, "/stall", 6) == 0) {
-        send_head(fd, "200 OK\r\nCache-Control: max-age=60\r\n", BIG_LEN);
+        test_send_head(fd, "200 OK\r\nCache-Control: max-age=60\r\n", BIG_LEN);
         if (strncmp(path, "/stall", 6) == 0) {
             test_send_all(fd, big, BIG_LEN / 2);
             atomic_store(&stalled, true);
@@ -173,66 +154,14 @@ static void backend_serve(int fd)
         return;
     }
     snprintf(head, sizeof(head), "200 OK\r\nContent-Type: text/plain\r\n%s", extra);
-    send_head(fd, head, strlen(body));
+    test_send_head(fd, head, strlen(body));
     if (strncmp(req, "HEAD ", 5) != 0)
         test_send_all(fd, body, strlen(body));
 }
 
-static void *backend_conn_run(void *arg)
-{
-    int fd = (int)(intptr_t)arg;
-    backend_serve(fd);
-    close(fd);
-    return NULL;
-}
-
-static void *backend_run(void *arg)
-{
-    struct backend *b = arg;
-    while (!atomic_load(&b->stop)) {
-        int fd = accept(b->fd, NULL, NULL);
-        if (fd == -1)
-            continue;
-        struct timeval tv = {10, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        pthread_t thread;
-        if (pthread_create(&thread, NULL, backend_conn_run, (void *)(intptr_t)fd) != 0)
-            abort();
-        pthread_detach(thread);
-    }
-    return NULL;
-}
-
-static void backend_start(struct backend *b)
-{
-    *b = (struct backend){0};
-    b->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
-    ck_assert_int_eq(listen(b->fd, 256), 0);
-    struct timeval tv = {0, 100000}; /* accept() looks at the stop flag */
-    setsockopt(b->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
-}
-
-static void backend_stop(struct backend *b)
-{
-    atomic_store(&b->stop, true);
-    /* Wakes accept() at once (it fails from now on), instead of at the
-     * end of its 100 ms timeout: a case's stop is that much shorter. */
-    shutdown(b->fd, SHUT_RDWR);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
-}
-
 /* -------------------------------------------------------------- daemon */
 
-static struct backend backend;
+static struct test_backend backend;
 static struct test_daemon daemon_;
 static char cache_dir[PATH_MAX];
 static char admin_extra[PATH_MAX + 64]; /* in the admin block */
@@ -289,7 +218,7 @@ static void start_with(const char *zone_extra)
     admin_extra[0] = '\0';
     atomic_store(&stall_release, false);
     atomic_store(&stalled, false);
-    backend_start(&backend);
+    test_backend_start(&backend, "127.0.0.1", 0, backend_serve, NULL);
     test_daemon_init(&daemon_, "corral");
     write_config(zone_extra, "");
     test_daemon_start(&daemon_);
@@ -305,7 +234,7 @@ static void stop(void)
     atomic_store(&stall_release, true);
     atomic_store(&collapse_release, true);
     test_daemon_stop(&daemon_);
-    backend_stop(&backend);
+    test_backend_stop(&backend, 0); /* what is still served ends on its own */
 }
 
 /* One response: status, head and body (up to `size` bytes). */
@@ -1444,11 +1373,8 @@ END_TEST
 /* A test case group whose cases each get a daemon of their own. */
 static TCase *new_case(Suite *suite, const char *name)
 {
-    TCase *tc = tcase_create(name);
-    test_daemon_fixture(tc);
+    TCase *tc = test_daemon_case(suite, name, 30);
     tcase_add_checked_fixture(tc, start, stop);
-    tcase_set_timeout(tc, 30);
-    suite_add_tcase(suite, tc);
     return tc;
 }
 

@@ -65,38 +65,19 @@ static void make_page_gz(void)
     deflateEnd(&z);
 }
 
-struct backend {
-    int fd, port;
-    pthread_t thread;
-    atomic_bool stop;
-};
-
 /* The streaming answer's second half waits for this (or 10 s). */
 static atomic_bool stream_release;
 static atomic_bool stream_finished;
 
-static void send_head(int fd, const char *status_and_headers, size_t length)
+static void backend_serve(int fd, void *data)
 {
-    char head[512];
-    int n =
-        snprintf(head, sizeof(head), "HTTP/1.1 %sContent-Length: %zu\r\nConnection: close\r\n\r\n",
-                 status_and_headers, length);
-    test_send_all(fd, head, (size_t)n);
-}
-
-static void backend_serve(int fd)
-{
+    (void)data;
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
     char req[8192];
-    size_t have = 0;
-    while (have < sizeof(req) - 1) {
-        ssize_t n = recv(fd, req + have, sizeof(req) - 1 - have, 0);
-        if (n <= 0)
-            return;
-        have += (size_t)n;
-        req[have] = '\0';
-        if (strstr(req, "\r\n\r\n") != NULL)
-            break;
-    }
+    if (!test_recv_head(fd, req, sizeof(req)))
+        return;
     bool head = strncmp(req, "HEAD ", 5) == 0;
     const char *path = strchr(req, ' ');
     if (path == NULL)
@@ -104,29 +85,29 @@ static void backend_serve(int fd)
     path++;
     const char *small = "tiny body";
     if (strncmp(path, "/page ", 6) == 0) {
-        send_head(fd,
-                  "200 OK\r\nContent-Type: text/html; charset=utf-8\r\nETag: \"v1\"\r\n"
-                  "Accept-Ranges: bytes\r\n",
-                  PAGE_LEN);
+        test_send_head(fd,
+                       "200 OK\r\nContent-Type: text/html; charset=utf-8\r\nETag: \"v1\"\r\n"
+                       "Accept-Ranges: bytes\r\n",
+                       PAGE_LEN);
         if (!head)
             test_send_all(fd, page, PAGE_LEN);
     } else if (strncmp(path, "/gz ", 4) == 0) {
-        send_head(fd,
-                  "200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n"
-                  "ETag: \"g1\"\r\n",
-                  page_gz_len);
+        test_send_head(fd,
+                       "200 OK\r\nContent-Type: text/html\r\nContent-Encoding: gzip\r\n"
+                       "ETag: \"g1\"\r\n",
+                       page_gz_len);
         if (!head)
             test_send_all(fd, page_gz, page_gz_len);
     } else if (strncmp(path, "/small ", 7) == 0) {
-        send_head(fd, "200 OK\r\nContent-Type: text/html\r\n", strlen(small));
+        test_send_head(fd, "200 OK\r\nContent-Type: text/html\r\n", strlen(small));
         test_send_all(fd, small, strlen(small));
     } else if (strncmp(path, "/encoded ", 9) == 0) {
-        send_head(fd, "200 OK\r\nContent-Type: text/html\r\nContent-Encoding: x-own\r\n",
-                  strlen(small));
+        test_send_head(fd, "200 OK\r\nContent-Type: text/html\r\nContent-Encoding: x-own\r\n",
+                       strlen(small));
         test_send_all(fd, small, strlen(small));
     } else if (strncmp(path, "/notransform ", 13) == 0) {
-        send_head(fd, "200 OK\r\nContent-Type: text/html\r\nCache-Control: no-transform\r\n",
-                  PAGE_LEN);
+        test_send_head(fd, "200 OK\r\nContent-Type: text/html\r\nCache-Control: no-transform\r\n",
+                       PAGE_LEN);
         test_send_all(fd, page, PAGE_LEN);
     } else if (strncmp(path, "/stream ", 8) == 0) {
         static const char first[] = "HTTP/1.1 200 OK\r\nContent-Type: text/event-stream\r\n"
@@ -139,65 +120,13 @@ static void backend_serve(int fd)
         test_send_all(fd, rest, sizeof(rest) - 1);
         atomic_store(&stream_finished, true);
     } else {
-        send_head(fd, "404 Not Found\r\n", 0);
+        test_send_head(fd, "404 Not Found\r\n", 0);
     }
-}
-
-static void *backend_conn_run(void *arg)
-{
-    int fd = (int)(intptr_t)arg;
-    backend_serve(fd);
-    close(fd);
-    return NULL;
-}
-
-static void *backend_run(void *arg)
-{
-    struct backend *b = arg;
-    while (!atomic_load(&b->stop)) {
-        int fd = accept(b->fd, NULL, NULL);
-        if (fd == -1)
-            continue;
-        struct timeval tv = {10, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &tv, sizeof(tv));
-        pthread_t thread;
-        if (pthread_create(&thread, NULL, backend_conn_run, (void *)(intptr_t)fd) != 0)
-            abort();
-        pthread_detach(thread);
-    }
-    return NULL;
-}
-
-static void backend_start(struct backend *b)
-{
-    *b = (struct backend){0};
-    b->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
-    ck_assert_int_eq(listen(b->fd, 64), 0);
-    struct timeval tv = {0, 100000}; /* accept() looks at the stop flag */
-    setsockopt(b->fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
-}
-
-static void backend_stop(struct backend *b)
-{
-    atomic_store(&b->stop, true);
-    /* Wakes accept() at once (it fails from now on), instead of at the
-     * end of its 100 ms timeout: a case's stop is that much shorter. */
-    shutdown(b->fd, SHUT_RDWR);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
 }
 
 /* -------------------------------------------------------------- daemon */
 
-static struct backend backend;
+static struct test_backend backend;
 static struct test_daemon daemon_;
 
 static void start(void)
@@ -206,7 +135,7 @@ static void start(void)
     make_page_gz();
     atomic_store(&stream_release, false);
     atomic_store(&stream_finished, false);
-    backend_start(&backend);
+    test_backend_start(&backend, "127.0.0.1", 0, backend_serve, NULL);
     test_daemon_init(&daemon_, "corral");
     char conf[2048];
     snprintf(conf, sizeof(conf),
@@ -228,7 +157,7 @@ static void start(void)
 static void stop(void)
 {
     test_daemon_stop(&daemon_);
-    backend_stop(&backend);
+    test_backend_stop(&backend, 0); /* what is still served ends on its own */
 }
 
 /* curl `args` on `path`: the head into `head` (lowercase names are left

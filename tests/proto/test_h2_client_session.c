@@ -10,46 +10,23 @@
  * opened, and the limits (header list, floods).
  */
 #include "../helpers.h"
+#include "h2/h2_frames.h"
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
 
 #include <malloc.h>
 #include <nghttp2/nghttp2.h>
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const bool test_forkless = true;
 
-struct buf {
-    uint8_t *p;
-    size_t len, cap;
-};
-
-static void buf_put(struct buf *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 256;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    if (n > 0)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-static void buf_drop(struct buf *b, size_t n)
-{
-    memmove(b->p, b->p + n, b->len - n);
-    b->len -= n;
-}
-
 struct t {
     struct h2_session c;
-    struct buf out;           /* the client's output */
-    struct buf in;            /* the server's bytes, not yet fed */
+    struct h2_frames_buf out; /* the client's output */
+    struct h2_frames_buf in;  /* the server's bytes, not yet fed */
     struct hpack_encoder enc; /* the raw server's */
     struct h2_sink in_sink;
     char log[16384];
@@ -58,7 +35,7 @@ struct t {
     bool take;     /* give the windows back as bytes come */
     /* The oracle. */
     nghttp2_session *srv;
-    struct buf upload;
+    struct h2_frames_buf upload;
     const uint8_t *resp_body;
     size_t resp_len, resp_sent;
 };
@@ -76,16 +53,7 @@ static const struct h2_session_conf conf = {
     .scratch_size = sizeof(scratch),
 };
 
-static void tlog(struct t *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void tlog(struct t *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->log + t->used, sizeof(t->log) - t->used, fmt, ap);
-    va_end(ap);
-    ck_assert(n >= 0 && (size_t)n < sizeof(t->log) - t->used);
-    t->used += (size_t)n;
-}
+#define tlog(t, ...) test_appendf((t)->log, sizeof((t)->log), &(t)->used, __VA_ARGS__)
 
 static const char *kind_name(enum h2_block_kind k)
 {
@@ -101,7 +69,7 @@ static const char *kind_name(enum h2_block_kind k)
 static void c_field(void *arg, uint32_t id, enum h2_block_kind kind, const struct hpack_field *f)
 {
     (void)kind;
-    tlog(arg, "field %u %.*s=%.*s\n", id, (int)f->name_len, (const char *)f->name,
+    tlog((struct t *)arg, "field %u %.*s=%.*s\n", id, (int)f->name_len, (const char *)f->name,
          (int)f->value_len, (const char *)f->value);
 }
 
@@ -127,7 +95,7 @@ static void c_data(void *arg, uint32_t id, const uint8_t *data, size_t len, bool
 
 static void c_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
 {
-    tlog(arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
+    tlog((struct t *)arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
 }
 
 static void c_window(void *arg, uint32_t id)
@@ -138,12 +106,12 @@ static void c_window(void *arg, uint32_t id)
 
 static void c_goaway(void *arg, uint32_t last, uint32_t code)
 {
-    tlog(arg, "goaway %u %u\n", last, code);
+    tlog((struct t *)arg, "goaway %u %u\n", last, code);
 }
 
 static void c_closed(void *arg, uint32_t id)
 {
-    tlog(arg, "closed %u\n", id);
+    tlog((struct t *)arg, "closed %u\n", id);
 }
 
 static const struct h2_session_ops ops = {
@@ -156,27 +124,13 @@ static const struct h2_session_ops ops = {
     .closed = c_closed,
 };
 
-static void out_write(void *arg, const struct iovec *iov, int count)
-{
-    struct t *t = arg;
-    for (int i = 0; i < count; i++)
-        buf_put(&t->out, iov[i].iov_base, iov[i].iov_len);
-}
-
-static void in_write(void *arg, const struct iovec *iov, int count)
-{
-    struct t *t = arg;
-    for (int i = 0; i < count; i++)
-        buf_put(&t->in, iov[i].iov_base, iov[i].iov_len);
-}
-
 static void t_init(struct t *t, const struct h2_session_conf *c)
 {
     memset(t, 0, sizeof(*t));
     t->take = true;
-    t->in_sink = (struct h2_sink){in_write, t};
+    t->in_sink = (struct h2_sink){h2_frames_sink_write, &t->in};
     hpack_encoder_init(&t->enc, 0);
-    struct h2_sink sink = {out_write, t};
+    struct h2_sink sink = {h2_frames_sink_write, &t->out};
     h2_session_init(&t->c, c != NULL ? c : &conf, &ops, t, &sink, 0);
 }
 
@@ -201,19 +155,13 @@ static void feed(struct t *t)
     t->in.len = 0;
 }
 
-static struct hpack_field fld(const char *n, const char *v)
-{
-    return (struct hpack_field){(const uint8_t *)n, strlen(n), (const uint8_t *)v, strlen(v),
-                                false};
-}
-
 /* A raw server's header block on `id`: fields "name", "value", ... */
 static void srv_head(struct t *t, uint32_t id, bool end, size_t n, const char *const *nv)
 {
     struct hpack_field f[16];
     ck_assert_uint_le(n, 16);
     for (size_t i = 0; i < n; i++)
-        f[i] = fld(nv[2 * i], nv[2 * i + 1]);
+        f[i] = h2_frames_field(nv[2 * i], nv[2 * i + 1]);
     uint8_t block[16384];
     ck_assert_uint_le(hpack_encode_bound(f, n), sizeof(block));
     size_t len = hpack_encode(&t->enc, f, NULL, n, block);
@@ -250,9 +198,46 @@ static void handshake(struct t *t)
 /* A GET (HEAD when `head`) for `path`; its stream id. */
 static uint32_t request(struct t *t, const char *path, bool head)
 {
-    struct hpack_field f[] = {fld(":method", head ? "HEAD" : "GET"), fld(":scheme", "https"),
-                              fld(":authority", "backend"), fld(":path", path)};
+    struct hpack_field f[] = {
+        h2_frames_field(":method", head ? "HEAD" : "GET"), h2_frames_field(":scheme", "https"),
+        h2_frames_field(":authority", "backend"), h2_frames_field(":path", path)};
     return h2_session_request(&t->c, f, NULL, 4, true, head);
+}
+
+/* A client with the default conf, past the handshake. */
+static void t_start(struct t *t)
+{
+    t_init(t, NULL);
+    handshake(t);
+}
+
+/* What a raw server sends on one stream, after the client's request (HEAD
+ * when `head`): up to three blocks, each a header block of the fields
+ * `nv` ("name", "value", ...) or, where `data` is set, DATA. */
+struct answer {
+    bool head;
+    struct {
+        const char *nv[4];
+        const char *data;
+        bool end;
+    } blocks[3];
+};
+
+/* Opens a stream for each of `n` answers, on 1, 3, 5..., and writes the
+ * server's blocks on it; feed() passes them to the client. */
+static void answer_each(struct t *t, const struct answer *a, size_t n)
+{
+    for (size_t i = 0; i < n; i++) {
+        uint32_t id = request(t, "/", a[i].head);
+        ck_assert_uint_eq(id, 1 + 2 * i);
+        for (size_t b = 0; b < 3; b++) {
+            const char *const *nv = a[i].blocks[b].nv;
+            if (a[i].blocks[b].data != NULL)
+                srv_data(t, id, a[i].blocks[b].data, a[i].blocks[b].end);
+            else if (nv[0] != NULL)
+                srv_head(t, id, a[i].blocks[b].end, nv[2] != NULL ? 2 : 1, nv);
+        }
+    }
 }
 
 #define LOG_IS(t, s) ck_assert_str_eq((t)->log, s)
@@ -339,7 +324,7 @@ static int o_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t *
     (void)s;
     (void)flags;
     (void)id;
-    buf_put(&((struct t *)arg)->upload, data, len);
+    h2_frames_put(&((struct t *)arg)->upload, data, len);
     return 0;
 }
 
@@ -371,12 +356,12 @@ static void oracle_pump(struct t *t)
         const uint8_t *p;
         ssize_t n;
         while ((n = nghttp2_session_mem_send(t->srv, &p)) > 0)
-            buf_put(&t->in, p, (size_t)n);
+            h2_frames_put(&t->in, p, (size_t)n);
         ck_assert_int_ge(n, 0);
         if (t->in.len > 0) {
             size_t used = h2_session_recv(&t->c, t->in.p, t->in.len, 1);
             ck_assert_int_eq(t->c.error, H2_NO_ERROR);
-            buf_drop(&t->in, used);
+            h2_frames_drop(&t->in, used);
             moved = true;
         }
         if (!moved)
@@ -385,21 +370,30 @@ static void oracle_pump(struct t *t)
     ck_abort_msg("the two sides never went quiet");
 }
 
+/* A client and the oracle: the client's first request, a GET for `path`,
+ * answered with the `len` bytes of `body` and pumped until both sides are
+ * quiet; `take`: the caller takes the bytes as they come. */
+static void oracle_get(struct t *t, const char *path, const uint8_t *body, size_t len, bool take)
+{
+    t_init(t, NULL);
+    oracle_start(t);
+    t->resp_body = body;
+    t->resp_len = len;
+    t->take = take;
+    ck_assert_uint_eq(request(t, path, false), 1);
+    oracle_pump(t);
+}
+
 /* A GET, then a POST of 300000 bytes through the server's windows of
  * 20000 bytes; the responses (head, 100000 bytes through the client's
  * windows, trailers) as the oracle sent them. */
 START_TEST(oracle_requests_and_responses)
 {
     static struct t t;
-    t_init(&t, NULL);
-    oracle_start(&t);
     static uint8_t body[300000];
     for (size_t i = 0; i < sizeof(body); i++)
         body[i] = (uint8_t)(i * 31);
-    t.resp_body = body;
-    t.resp_len = 100000;
-    ck_assert_uint_eq(request(&t, "/get", false), 1);
-    oracle_pump(&t);
+    oracle_get(&t, "/get", body, 100000, true);
     ck_assert_uint_eq(t.c.peer_max_concurrent, 10);
     ck_assert_str_eq(t.log, "field 1 :status=200\nfield 1 content-length=100000\n"
                             "field 1 x-upload=yes\nresponse 1 200\n"
@@ -407,9 +401,10 @@ START_TEST(oracle_requests_and_responses)
     ck_assert_uint_eq(t.body, 100000);
     log_clear(&t);
     t.body = 0;
-    struct hpack_field f[] = {fld(":method", "POST"), fld(":scheme", "https"),
-                              fld(":authority", "backend"), fld(":path", "/post"),
-                              fld("content-length", "300000")};
+    struct hpack_field f[] = {
+        h2_frames_field(":method", "POST"), h2_frames_field(":scheme", "https"),
+        h2_frames_field(":authority", "backend"), h2_frames_field(":path", "/post"),
+        h2_frames_field("content-length", "300000")};
     uint32_t id = h2_session_request(&t.c, f, NULL, 5, false, false);
     ck_assert_uint_eq(id, 3);
     size_t sent = 0;
@@ -440,14 +435,8 @@ END_TEST
 START_TEST(oracle_window_waits_for_the_caller)
 {
     static struct t t;
-    t_init(&t, NULL);
-    oracle_start(&t);
     static uint8_t body[200000];
-    t.resp_body = body;
-    t.resp_len = sizeof(body);
-    t.take = false;
-    ck_assert_uint_eq(request(&t, "/", false), 1);
-    oracle_pump(&t);
+    oracle_get(&t, "/", body, sizeof(body), false);
     ck_assert_uint_eq(t.body, 65536); /* conf.initial_window_size */
     t.take = true;
     h2_session_consume(&t.c, 1, 65536);
@@ -463,8 +452,7 @@ END_TEST
 START_TEST(response_valid)
 {
     static struct t t;
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     ck_assert_uint_eq(request(&t, "/", false), 1);
     HEAD(&t, 1, false, ":status", "200", "content-length", "5", "host", "x");
     srv_data(&t, 1, "hel", false);
@@ -483,8 +471,7 @@ END_TEST
 START_TEST(response_interim_heads)
 {
     static struct t t;
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     ck_assert_uint_eq(request(&t, "/", false), 1);
     HEAD(&t, 1, false, ":status", "100");
     HEAD(&t, 1, false, ":status", "103", "link", "</a>");
@@ -522,8 +509,7 @@ START_TEST(response_malformed_heads)
     };
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         static struct t t;
-        t_init(&t, NULL);
-        handshake(&t);
+        t_start(&t);
         ck_assert_uint_eq(request(&t, "/", false), 1);
         size_t n = 0;
         while (n < 4 && cases[i][2 * n] != NULL)
@@ -548,30 +534,27 @@ END_TEST
  * 304's body is empty whatever content-length says. */
 START_TEST(response_content_length)
 {
+    static const struct answer answers[] = {
+        {.blocks = {{.nv = {":status", "200", "content-length", "3"}},
+                    {.data = "four", .end = true}}},
+        {.blocks = {{.nv = {":status", "200", "content-length", "3"}},
+                    {.data = "tw", .end = true}}},
+        {.blocks = {{.nv = {":status", "200", "content-length", "3"}},
+                    {.data = "tw"},
+                    {.nv = {"x", "1"}, .end = true}}}, /* trailers end it short */
+        {.head = true,
+         .blocks = {{.nv = {":status", "200", "content-length", "100"}, .end = true}}},
+        {.head = true,
+         .blocks = {{.nv = {":status", "200", "content-length", "100"}},
+                    {.data = "x", .end = true}}},
+        {.blocks = {{.nv = {":status", "304", "content-length", "100"}, .end = true}}},
+        {.blocks = {{.nv = {":status", "200", "content-length", "1"}, .end = true}}},
+        /* dropped, as libnghttp2 does */
+        {.blocks = {{.nv = {":status", "204", "content-length", "0"}, .end = true}}},
+    };
     static struct t t;
-    t_init(&t, NULL);
-    handshake(&t);
-    ck_assert_uint_eq(request(&t, "/", false), 1);
-    HEAD(&t, 1, false, ":status", "200", "content-length", "3");
-    srv_data(&t, 1, "four", true);
-    ck_assert_uint_eq(request(&t, "/", false), 3);
-    HEAD(&t, 3, false, ":status", "200", "content-length", "3");
-    srv_data(&t, 3, "tw", true);
-    ck_assert_uint_eq(request(&t, "/", false), 5);
-    HEAD(&t, 5, false, ":status", "200", "content-length", "3");
-    srv_data(&t, 5, "tw", false);
-    HEAD(&t, 5, true, "x", "1"); /* trailers end it short */
-    ck_assert_uint_eq(request(&t, "/", true), 7);
-    HEAD(&t, 7, true, ":status", "200", "content-length", "100");
-    ck_assert_uint_eq(request(&t, "/", true), 9);
-    HEAD(&t, 9, false, ":status", "200", "content-length", "100");
-    srv_data(&t, 9, "x", true);
-    ck_assert_uint_eq(request(&t, "/", false), 11);
-    HEAD(&t, 11, true, ":status", "304", "content-length", "100");
-    ck_assert_uint_eq(request(&t, "/", false), 13);
-    HEAD(&t, 13, true, ":status", "200", "content-length", "1");
-    ck_assert_uint_eq(request(&t, "/", false), 15);
-    HEAD(&t, 15, true, ":status", "204", "content-length", "0"); /* dropped, as libnghttp2 does */
+    t_start(&t);
+    answer_each(&t, answers, sizeof(answers) / sizeof(answers[0]));
     feed(&t);
     ck_assert_ptr_nonnull(strstr(t.log, "reset 1 1\n"));
     ck_assert_ptr_nonnull(strstr(t.log, "reset 3 1\n"));
@@ -591,26 +574,23 @@ END_TEST
  * the stream and have no pseudo-header. */
 START_TEST(response_misplaced_blocks)
 {
+    static const struct answer answers[] = {
+        /* past its content-length */
+        {.blocks = {{.nv = {":status", "200", "content-length", "0"}}, {.data = "x", .end = true}}},
+        /* after an interim head */
+        {.blocks = {{.nv = {":status", "100"}}, {.data = "x"}}},
+        /* an interim head that ends it */
+        {.blocks = {{.nv = {":status", "103"}, .end = true}}},
+        /* trailers without END_STREAM */
+        {.blocks = {{.nv = {":status", "200"}}, {.nv = {"x", "1"}}}},
+        /* a pseudo-header in trailers */
+        {.blocks = {{.nv = {":status", "200"}}, {.nv = {":status", "200"}, .end = true}}},
+        /* framing in trailers */
+        {.blocks = {{.nv = {":status", "200"}}, {.nv = {"content-length", "0"}, .end = true}}},
+    };
     static struct t t;
-    t_init(&t, NULL);
-    handshake(&t);
-    ck_assert_uint_eq(request(&t, "/", false), 1);
-    HEAD(&t, 1, false, ":status", "200", "content-length", "0");
-    srv_data(&t, 1, "x", true); /* past its content-length */
-    ck_assert_uint_eq(request(&t, "/", false), 3);
-    HEAD(&t, 3, false, ":status", "100");
-    srv_data(&t, 3, "x", false); /* after an interim head */
-    ck_assert_uint_eq(request(&t, "/", false), 5);
-    HEAD(&t, 5, true, ":status", "103"); /* an interim head that ends it */
-    ck_assert_uint_eq(request(&t, "/", false), 7);
-    HEAD(&t, 7, false, ":status", "200");
-    HEAD(&t, 7, false, "x", "1"); /* trailers without END_STREAM */
-    ck_assert_uint_eq(request(&t, "/", false), 9);
-    HEAD(&t, 9, false, ":status", "200");
-    HEAD(&t, 9, true, ":status", "200"); /* a pseudo-header in trailers */
-    ck_assert_uint_eq(request(&t, "/", false), 11);
-    HEAD(&t, 11, false, ":status", "200");
-    HEAD(&t, 11, true, "content-length", "0"); /* framing in trailers */
+    t_start(&t);
+    answer_each(&t, answers, sizeof(answers) / sizeof(answers[0]));
     feed(&t);
     for (unsigned id = 1; id <= 11; id += 2) {
         char s[32];
@@ -629,8 +609,7 @@ START_TEST(frames_on_streams_not_opened)
 {
     for (int i = 0; i < 7; i++) {
         static struct t t;
-        t_init(&t, NULL);
-        handshake(&t);
+        t_start(&t);
         ck_assert_uint_eq(request(&t, "/", false), 1);
         switch (i) {
         case 0: HEAD(&t, 2, false, ":status", "200"); break; /* even: no push */
@@ -645,7 +624,7 @@ START_TEST(frames_on_streams_not_opened)
             h2_frame_header_put(f, 5, H2_PUSH_PROMISE, H2_FLAG_END_HEADERS, 1);
             f[H2_FRAME_HEADER_LEN + 3] = 2;
             f[H2_FRAME_HEADER_LEN + 4] = 0x82; /* :method GET */
-            buf_put(&t.in, f, sizeof(f));
+            h2_frames_put(&t.in, f, sizeof(f));
             break;
         }
         }
@@ -661,8 +640,7 @@ END_TEST
 START_TEST(rst_stream_from_the_server)
 {
     static struct t t;
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     ck_assert_uint_eq(request(&t, "/", false), 1);
     ck_assert_uint_eq(request(&t, "/", false), 3);
     h2_frame_write_rst_stream(&t.in_sink, 1, H2_REFUSED_STREAM);
@@ -690,8 +668,7 @@ END_TEST
 START_TEST(goaway_from_the_server)
 {
     static struct t t;
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     for (unsigned i = 0; i < 4; i++)
         ck_assert_uint_eq(request(&t, "/", false), 1 + 2 * i);
     h2_frame_write_goaway(&t.in_sink, 3, H2_NO_ERROR, "bye", 3);
@@ -714,8 +691,7 @@ START_TEST(goaway_from_the_server)
     ck_assert_int_eq(t.c.error, H2_PROTOCOL_ERROR);
     t_end(&t);
 
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     ck_assert_uint_eq(request(&t, "/", false), 1);
     h2_frame_write_goaway(&t.in_sink, 0, H2_NO_ERROR, NULL, 0); /* none processed */
     feed(&t);
@@ -723,8 +699,7 @@ START_TEST(goaway_from_the_server)
     ck_assert_ptr_null(t.c.streams);
     t_end(&t);
 
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     h2_frame_write_goaway(&t.in_sink, 2, H2_NO_ERROR, NULL, 0); /* even */
     feed(&t);
     ck_assert_int_eq(t.c.error, H2_PROTOCOL_ERROR);
@@ -748,8 +723,9 @@ START_TEST(settings_and_windows)
     static const uint8_t ack[] = {0, 0, 0, H2_SETTINGS, H2_FLAG_ACK, 0, 0, 0, 0};
     ck_assert_uint_ge(t.out.len, sizeof(ack));
     ck_assert_mem_eq(t.out.p + t.out.len - sizeof(ack), ack, sizeof(ack));
-    struct hpack_field f[] = {fld(":method", "POST"), fld(":scheme", "https"),
-                              fld(":authority", "b"), fld(":path", "/")};
+    struct hpack_field f[] = {h2_frames_field(":method", "POST"),
+                              h2_frames_field(":scheme", "https"),
+                              h2_frames_field(":authority", "b"), h2_frames_field(":path", "/")};
     ck_assert_uint_eq(h2_session_request(&t.c, f, NULL, 4, false, false), 1);
     ck_assert_uint_eq(h2_session_request(&t.c, f, NULL, 4, false, false), 3);
     ck_assert_uint_eq(h2_session_request(&t.c, f, NULL, 4, false, false), 0); /* the limit */
@@ -791,8 +767,7 @@ START_TEST(limits)
     static struct t t;
     static char a[3001];
     memset(a, 'a', 3000);
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     ck_assert_uint_eq(request(&t, "/", false), 1);
     const char *nv[] = {":status", "200", "x-1", a, "x-2", a, "x-3", a};
     srv_head(&t, 1, true, 4, nv);
@@ -802,8 +777,7 @@ START_TEST(limits)
     ck_assert_int_eq(t.c.error, H2_NO_ERROR);
     t_end(&t);
 
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     ck_assert_uint_eq(request(&t, "/", false), 1);
     static char b[9001];
     for (size_t i = 0; i < 9000; i++)
@@ -815,8 +789,7 @@ START_TEST(limits)
     ck_assert_ptr_null(strstr(t.log, "response"));
     t_end(&t);
 
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     static const uint8_t ping[8] = {1};
     for (unsigned i = 0; i <= H2_SESSION_MAX_PING; i++)
         h2_frame_write_ping(&t.in_sink, ping, false);
@@ -824,8 +797,7 @@ START_TEST(limits)
     ck_assert_int_eq(t.c.error, H2_ENHANCE_YOUR_CALM);
     t_end(&t);
 
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     for (unsigned i = 0; i <= H2_SESSION_MAX_SETTINGS; i++)
         srv_settings(&t, 0, NULL, NULL);
     feed(&t);
@@ -833,8 +805,7 @@ START_TEST(limits)
     t_end(&t);
 
     /* A stream's window (65536 here) is not passed. */
-    t_init(&t, NULL);
-    handshake(&t);
+    t_start(&t);
     t.take = false;
     ck_assert_uint_eq(request(&t, "/", false), 1);
     HEAD(&t, 1, false, ":status", "200");
@@ -947,13 +918,8 @@ static size_t nghttp2_idle_bytes(struct t *t)
 START_TEST(idle_memory)
 {
     static struct t t;
-    t_init(&t, NULL);
-    oracle_start(&t);
     static uint8_t body[10];
-    t.resp_body = body;
-    t.resp_len = sizeof(body);
-    ck_assert_uint_eq(request(&t, "/index.html", false), 1);
-    oracle_pump(&t);
+    oracle_get(&t, "/index.html", body, sizeof(body), true);
     ck_assert_ptr_null(t.c.streams);
     size_t held = 0;
     const struct hpack_table *tb[] = {&t.c.hpack.table, &t.c.hpack_out.table};

@@ -7,81 +7,16 @@
  * each flood limit).
  */
 #include "../helpers.h"
+#include "h2/h2_frames.h"
 #include "proto/http2/h2_frame.h"
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 const bool test_forkless = true;
-
-/* ------------------------------------------------------------ building */
-
-struct bytes {
-    uint8_t *p;
-    size_t len, cap;
-};
-
-static void put(struct bytes *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 64;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    if (n > 0)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
-static void frame(struct bytes *b, uint8_t type, uint8_t flags, uint32_t sid, const void *payload,
-                  size_t len)
-{
-    uint8_t hd[H2_FRAME_HEADER_LEN];
-    hd[0] = (uint8_t)(len >> 16);
-    hd[1] = (uint8_t)(len >> 8);
-    hd[2] = (uint8_t)len;
-    hd[3] = type;
-    hd[4] = flags;
-    hd[5] = (uint8_t)(sid >> 24);
-    hd[6] = (uint8_t)(sid >> 16);
-    hd[7] = (uint8_t)(sid >> 8);
-    hd[8] = (uint8_t)sid;
-    put(b, hd, sizeof(hd));
-    put(b, payload, len);
-}
-
-static void be32(uint8_t *p, uint32_t v)
-{
-    p[0] = (uint8_t)(v >> 24);
-    p[1] = (uint8_t)(v >> 16);
-    p[2] = (uint8_t)(v >> 8);
-    p[3] = (uint8_t)v;
-}
-
-static void setting(struct bytes *b, uint16_t id, uint32_t v)
-{
-    uint8_t e[6] = {(uint8_t)(id >> 8), (uint8_t)id};
-    be32(e + 2, v);
-    put(b, e, 6);
-}
-
-static void u32_frame(struct bytes *b, uint8_t type, uint32_t sid, uint32_t v)
-{
-    uint8_t p[4];
-    be32(p, v);
-    frame(b, type, 0, sid, p, 4);
-}
-
-/* The preface and an empty SETTINGS: what every reader test starts with. */
-static void start(struct bytes *b)
-{
-    put(b, H2_PREFACE, H2_PREFACE_LEN);
-    frame(b, H2_SETTINGS, 0, 0, NULL, 0);
-}
 
 /* ------------------------------------------------------------- reading */
 
@@ -95,16 +30,7 @@ struct rec {
     bool data_open;
 };
 
-static void logf_(struct rec *r, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void logf_(struct rec *r, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(r->log + r->used, sizeof(r->log) - r->used, fmt, ap);
-    va_end(ap);
-    ck_assert(n >= 0 && (size_t)n < sizeof(r->log) - r->used);
-    r->used += (size_t)n;
-}
+#define logf_(r, ...) test_appendf((r)->log, sizeof((r)->log), &(r)->used, __VA_ARGS__)
 
 static int rec_event(void *arg, const struct h2_event *ev)
 {
@@ -193,7 +119,7 @@ static const char *read_in(const uint8_t *in, size_t len, size_t step, uint32_t 
 }
 
 /* The same log however the input is split. */
-static void reads_as(const struct bytes *b, uint32_t max_block, const char *want)
+static void reads_as(const struct h2_frames_buf *b, uint32_t max_block, const char *want)
 {
     static struct rec r;
     size_t steps[] = {b->len, 1, 7, 0, 0, 0};
@@ -206,29 +132,29 @@ static void reads_as(const struct bytes *b, uint32_t max_block, const char *want
 
 START_TEST(preface_and_first_settings)
 {
-    struct bytes b = {0};
-    put(&b, H2_PREFACE, H2_PREFACE_LEN);
-    setting(&b, 0, 0); /* placeholder replaced below */
+    struct h2_frames_buf b = {0};
+    h2_frames_put(&b, H2_PREFACE, H2_PREFACE_LEN);
+    h2_frames_setting(&b, 0, 0); /* placeholder replaced below */
     b.len = H2_PREFACE_LEN;
     uint8_t s[12];
     memcpy(s, "\0\x03\0\0\0\x64\0\x04\0\x01\0\0", 12);
-    frame(&b, H2_SETTINGS, 0, 0, s, 12);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, s, 12);
     reads_as(&b, 1000, "SETTINGS f0 3=100 4=65536\n");
 
-    struct bytes bad = {0};
-    put(&bad, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r!", H2_PREFACE_LEN);
+    struct h2_frames_buf bad = {0};
+    h2_frames_put(&bad, "PRI * HTTP/2.0\r\n\r\nSM\r\n\r!", H2_PREFACE_LEN);
     reads_as(&bad, 1000, "ERROR 1\n");
     bad.len = 0;
-    put(&bad, "GET / HTTP/1.1\r\n", 16);
+    h2_frames_put(&bad, "GET / HTTP/1.1\r\n", 16);
     reads_as(&bad, 1000, "ERROR 1\n");
 
     /* The first frame must be SETTINGS, and not an ACK (3.4). */
-    struct bytes ping = {0};
-    put(&ping, H2_PREFACE, H2_PREFACE_LEN);
-    frame(&ping, H2_PING, 0, 0, "12345678", 8);
+    struct h2_frames_buf ping = {0};
+    h2_frames_put(&ping, H2_PREFACE, H2_PREFACE_LEN);
+    h2_frames_frame(&ping, H2_PING, 0, 0, "12345678", 8);
     reads_as(&ping, 1000, "ERROR 1\n");
     ping.len = H2_PREFACE_LEN;
-    frame(&ping, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    h2_frames_frame(&ping, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
     reads_as(&ping, 1000, "ERROR 1\n");
     /* Half a preface is waited for. */
     ping.len = 10;
@@ -241,33 +167,33 @@ END_TEST
 
 START_TEST(every_frame_type)
 {
-    struct bytes b = {0};
-    start(&b);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "abc", 3);
-    frame(&b, H2_DATA, 0, 1, "hello", 5);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "abc", 3);
+    h2_frames_frame(&b, H2_DATA, 0, 1, "hello", 5);
     uint8_t padded[] = {3, 'x', 'y', 0, 0, 0};
-    frame(&b, H2_DATA, H2_FLAG_PADDED | H2_FLAG_END_STREAM, 1, padded, sizeof(padded));
-    frame(&b, H2_DATA, 0, 3, NULL, 0);
+    h2_frames_frame(&b, H2_DATA, H2_FLAG_PADDED | H2_FLAG_END_STREAM, 1, padded, sizeof(padded));
+    h2_frames_frame(&b, H2_DATA, 0, 3, NULL, 0);
     /* HEADERS with padding and priority: the fragment between them. */
     uint8_t hp[] = {2, 0x80, 0, 0, 1, 16, 'h', 'p', 0, 0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_PADDED | H2_FLAG_PRIORITY, 5, hp,
-          sizeof(hp));
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_PADDED | H2_FLAG_PRIORITY, 5, hp,
+                    sizeof(hp));
     uint8_t pri[] = {0, 0, 0, 1, 200};
-    frame(&b, H2_PRIORITY, 0, 7, pri, sizeof(pri));
-    u32_frame(&b, H2_RST_STREAM, 5, H2_CANCEL);
-    frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
-    frame(&b, H2_PING, 0, 0, "pingpong", 8);
-    frame(&b, H2_PING, H2_FLAG_ACK, 0, "pongping", 8);
+    h2_frames_frame(&b, H2_PRIORITY, 0, 7, pri, sizeof(pri));
+    h2_frames_u32_frame(&b, H2_RST_STREAM, 5, H2_CANCEL);
+    h2_frames_frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    h2_frames_frame(&b, H2_PING, 0, 0, "pingpong", 8);
+    h2_frames_frame(&b, H2_PING, H2_FLAG_ACK, 0, "pongping", 8);
     uint8_t ga[] = {0x80, 0, 0, 9, 0, 0, 0, 2, 'b', 'y', 'e'};
-    frame(&b, H2_GOAWAY, 0, 0, ga, sizeof(ga));
-    u32_frame(&b, H2_WINDOW_UPDATE, 0, 1000);
-    u32_frame(&b, H2_WINDOW_UPDATE, 1, 0x80000001u); /* the reserved bit dropped */
-    frame(&b, 0x42, 0xff, 9, "whatever", 8);
-    frame(&b, 0xfa, 0, 0, NULL, 0);
+    h2_frames_frame(&b, H2_GOAWAY, 0, 0, ga, sizeof(ga));
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 0, 1000);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 1, 0x80000001u); /* the reserved bit dropped */
+    h2_frames_frame(&b, 0x42, 0xff, 9, "whatever", 8);
+    h2_frames_frame(&b, 0xfa, 0, 0, NULL, 0);
     /* A DATA frame of the largest size the reader allows. */
     static uint8_t big[H2_MIN_FRAME_SIZE];
     memset(big, 'z', sizeof(big));
-    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 3, big, sizeof(big));
+    h2_frames_frame(&b, H2_DATA, H2_FLAG_END_STREAM, 3, big, sizeof(big));
     reads_as(&b, 1000,
              "SETTINGS f0\n"
              "HEADERS 1 f4 'abc' pad0 cont0 empty0\n"
@@ -340,9 +266,9 @@ START_TEST(each_connection_error)
     static struct rec r;
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
         const struct bad_case *c = &cases[i];
-        struct bytes b = {0};
-        start(&b);
-        frame(&b, c->type, c->flags, c->sid, c->payload, c->len);
+        struct h2_frames_buf b = {0};
+        h2_frames_start(&b);
+        h2_frames_frame(&b, c->type, c->flags, c->sid, c->payload, c->len);
         char want[64];
         snprintf(want, sizeof(want), "SETTINGS f0\nERROR %u\n", c->code);
         for (size_t step = 0; step < 2; step++) {
@@ -357,10 +283,10 @@ END_TEST
 
 START_TEST(frame_too_large_refused_at_its_header)
 {
-    struct bytes b = {0};
-    start(&b);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
     uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0x40, 0x01, H2_DATA, 0, 0, 0, 0, 1};
-    put(&b, hd, sizeof(hd)); /* 16385 bytes announced, none sent */
+    h2_frames_put(&b, hd, sizeof(hd)); /* 16385 bytes announced, none sent */
     reads_as(&b, 1000, "SETTINGS f0\nERROR 6\n");
     free(b.p);
 }
@@ -368,10 +294,10 @@ END_TEST
 
 START_TEST(window_update_zero_on_a_stream)
 {
-    struct bytes b = {0};
-    start(&b);
-    u32_frame(&b, H2_WINDOW_UPDATE, 3, 0);
-    frame(&b, H2_PING, 0, 0, "stillok!", 8);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 3, 0);
+    h2_frames_frame(&b, H2_PING, 0, 0, "stillok!", 8);
     reads_as(&b, 1000, "SETTINGS f0\nSTREAM_ERROR 3 1\nPING f0 stillok!\n");
     free(b.p);
 }
@@ -379,35 +305,35 @@ END_TEST
 
 START_TEST(continuation_sequencing)
 {
-    struct bytes b = {0};
-    start(&b);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
     uint8_t padded[] = {1, 'a', 'b', 0};
-    frame(&b, H2_HEADERS, H2_FLAG_PADDED | H2_FLAG_END_STREAM, 1, padded, sizeof(padded));
-    frame(&b, H2_CONTINUATION, 0, 1, NULL, 0);
-    frame(&b, H2_CONTINUATION, 0, 1, "cd", 2);
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "ef", 2);
-    frame(&b, H2_PING, 0, 0, "afterall", 8);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_PADDED | H2_FLAG_END_STREAM, 1, padded, sizeof(padded));
+    h2_frames_frame(&b, H2_CONTINUATION, 0, 1, NULL, 0);
+    h2_frames_frame(&b, H2_CONTINUATION, 0, 1, "cd", 2);
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "ef", 2);
+    h2_frames_frame(&b, H2_PING, 0, 0, "afterall", 8);
     reads_as(&b, 1000, "SETTINGS f0\nHEADERS 1 fd 'abcdef' pad2 cont3 empty1\nPING f0 afterall\n");
 
     /* Any other frame, or a CONTINUATION for another stream, inside. */
-    struct bytes c = {0};
-    start(&c);
-    frame(&c, H2_HEADERS, 0, 1, "ab", 2);
+    struct h2_frames_buf c = {0};
+    h2_frames_start(&c);
+    h2_frames_frame(&c, H2_HEADERS, 0, 1, "ab", 2);
     size_t mark = c.len;
-    frame(&c, H2_PING, 0, 0, "12345678", 8);
+    h2_frames_frame(&c, H2_PING, 0, 0, "12345678", 8);
     reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
     c.len = mark;
-    frame(&c, H2_DATA, 0, 1, "x", 1);
+    h2_frames_frame(&c, H2_DATA, 0, 1, "x", 1);
     reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
     c.len = mark;
-    frame(&c, H2_CONTINUATION, H2_FLAG_END_HEADERS, 3, "x", 1);
+    h2_frames_frame(&c, H2_CONTINUATION, H2_FLAG_END_HEADERS, 3, "x", 1);
     reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
     c.len = mark;
-    frame(&c, 0x42, 0, 0, NULL, 0); /* even an unknown one (6.10) */
+    h2_frames_frame(&c, 0x42, 0, 0, NULL, 0); /* even an unknown one (6.10) */
     reads_as(&c, 1000, "SETTINGS f0\nERROR 1\n");
     /* An unfinished block stays in the input, unconsumed. */
     c.len = mark;
-    frame(&c, H2_CONTINUATION, 0, 1, "cd", 2);
+    h2_frames_frame(&c, H2_CONTINUATION, 0, 1, "cd", 2);
     reads_as(&c, 1000, "SETTINGS f0\nPENDING 22\n");
     free(b.p);
     free(c.p);
@@ -417,45 +343,45 @@ END_TEST
 START_TEST(continuation_flood_and_block_limit)
 {
     /* Eight CONTINUATION frames pass; the ninth ends the connection. */
-    struct bytes b = {0};
-    start(&b);
-    frame(&b, H2_HEADERS, 0, 1, "a", 1);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
+    h2_frames_frame(&b, H2_HEADERS, 0, 1, "a", 1);
     for (int i = 0; i < 7; i++)
-        frame(&b, H2_CONTINUATION, 0, 1, "b", 1);
+        h2_frames_frame(&b, H2_CONTINUATION, 0, 1, "b", 1);
     size_t mark = b.len;
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "c", 1);
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "c", 1);
     reads_as(&b, 1000, "SETTINGS f0\nHEADERS 1 f4 'abbbbbbbc' pad0 cont8 empty0\n");
     b.len = mark;
-    frame(&b, H2_CONTINUATION, 0, 1, "c", 1);
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "d", 1);
+    h2_frames_frame(&b, H2_CONTINUATION, 0, 1, "c", 1);
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "d", 1);
     reads_as(&b, 1000, "SETTINGS f0\nERROR 11\n");
 
     /* A block is cut once its fragments and padding pass the limit: at
      * the header of the frame that would pass it, before its payload. */
-    struct bytes c = {0};
-    start(&c);
+    struct h2_frames_buf c = {0};
+    h2_frames_start(&c);
     static uint8_t block[200];
     memset(block, 'h', sizeof(block));
-    frame(&c, H2_HEADERS, H2_FLAG_END_HEADERS, 1, block, 100);
+    h2_frames_frame(&c, H2_HEADERS, H2_FLAG_END_HEADERS, 1, block, 100);
     reads_as(&c, 100,
              "SETTINGS f0\nHEADERS 1 f4 'hhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhhh' pad0 "
              "cont0 empty0\n");
     c.len = 0;
-    start(&c);
+    h2_frames_start(&c);
     uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 101, H2_HEADERS, H2_FLAG_END_HEADERS, 0, 0, 0, 1};
-    put(&c, hd, sizeof(hd));
+    h2_frames_put(&c, hd, sizeof(hd));
     reads_as(&c, 100, "SETTINGS f0\nERROR 11\n");
     c.len = 0;
-    start(&c);
-    frame(&c, H2_HEADERS, 0, 1, block, 60);
+    h2_frames_start(&c);
+    h2_frames_frame(&c, H2_HEADERS, 0, 1, block, 60);
     uint8_t hc[H2_FRAME_HEADER_LEN] = {0, 0, 41, H2_CONTINUATION, H2_FLAG_END_HEADERS, 0, 0, 0, 1};
-    put(&c, hc, sizeof(hc));
+    h2_frames_put(&c, hc, sizeof(hc));
     reads_as(&c, 100, "SETTINGS f0\nERROR 11\n");
     /* Padding counts: 60 + 40 bytes of padding pass 99. */
     c.len = 0;
-    start(&c);
+    h2_frames_start(&c);
     uint8_t pad[101] = {40};
-    frame(&c, H2_HEADERS, H2_FLAG_PADDED | H2_FLAG_END_HEADERS, 1, pad, 101);
+    h2_frames_frame(&c, H2_HEADERS, H2_FLAG_PADDED | H2_FLAG_END_HEADERS, 1, pad, 101);
     reads_as(&c, 99, "SETTINGS f0\nERROR 11\n");
     free(b.p);
     free(c.p);
@@ -472,13 +398,13 @@ START_TEST(field_announced_too_long_cut_at_its_length)
     static const uint8_t head[] = {0x82, 0x00, 0x01, 'a', 0x7f, 0x49};
     static const uint8_t flags[] = {0, H2_FLAG_END_HEADERS, H2_FLAG_PADDED | H2_FLAG_PRIORITY};
     for (size_t i = 0; i < sizeof(flags); i++) {
-        struct bytes b = {0};
-        start(&b);
+        struct h2_frames_buf b = {0};
+        h2_frames_start(&b);
         uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 90, H2_HEADERS, flags[i], 0, 0, 0, 1};
-        put(&b, hd, sizeof(hd));
+        h2_frames_put(&b, hd, sizeof(hd));
         if ((flags[i] & H2_FLAG_PADDED) != 0)
-            put(&b, "\x04\0\0\0\0\x10", 6); /* pad length, priority */
-        put(&b, head, sizeof(head));
+            h2_frames_put(&b, "\x04\0\0\0\0\x10", 6); /* pad length, priority */
+        h2_frames_put(&b, head, sizeof(head));
         reads_as(&b, 100, "SETTINGS f0\nERROR 11\n");
         b.len -= 1; /* the length's last byte not in: not yet */
         reads_as(&b, 100,
@@ -488,41 +414,41 @@ START_TEST(field_announced_too_long_cut_at_its_length)
     }
     /* Within the limit: waited for.  In a CONTINUATION, the walk goes on
      * from the HEADERS frame, a string cut across the frames. */
-    struct bytes b = {0};
-    start(&b);
-    frame(&b, H2_HEADERS, 0, 1,
-          "\x82\x00\x01"
-          "a\x08"
-          "bbbb",
-          9);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
+    h2_frames_frame(&b, H2_HEADERS, 0, 1,
+                    "\x82\x00\x01"
+                    "a\x08"
+                    "bbbb",
+                    9);
     uint8_t hd[H2_FRAME_HEADER_LEN] = {0, 0, 100, H2_CONTINUATION, H2_FLAG_END_HEADERS, 0, 0, 0, 1};
-    put(&b, hd, sizeof(hd));
-    put(&b,
-        "bbbb\x00\x01"
-        "c\x7f\x49",
-        9);
+    h2_frames_put(&b, hd, sizeof(hd));
+    h2_frames_put(&b,
+                  "bbbb\x00\x01"
+                  "c\x7f\x49",
+                  9);
     reads_as(&b, 300, "SETTINGS f0\nPENDING 36\n");
     reads_as(&b, 150, "SETTINGS f0\nERROR 11\n");
     /* 64 KiB at most, whatever the limit. */
     b.len = 0;
-    start(&b);
-    frame(&b, H2_HEADERS, 0, 1,
-          "\x82\x00\x01"
-          "a\x7f\x81\xff\x03",
-          8); /* 65536 */
+    h2_frames_start(&b);
+    h2_frames_frame(&b, H2_HEADERS, 0, 1,
+                    "\x82\x00\x01"
+                    "a\x7f\x81\xff\x03",
+                    8); /* 65536 */
     reads_as(&b, 1u << 20, "SETTINGS f0\nPENDING 17\n");
     b.len -= 1;
-    put(&b, "\x04", 1); /* 65536 + 16384 */
+    h2_frames_put(&b, "\x04", 1); /* 65536 + 16384 */
     reads_as(&b, 1u << 20, "SETTINGS f0\nERROR 11\n");
     free(b.p);
     /* The session: the request opens, to be answered 431, before the
      * GOAWAY. */
     struct h2_frame_reader rd;
     h2_frame_reader_init(&rd, 100);
-    struct bytes c = {0};
-    start(&c);
-    put(&c, (uint8_t[]){0, 0, 90, H2_HEADERS, H2_FLAG_END_STREAM, 0, 0, 0, 3}, 9);
-    put(&c, head, sizeof(head));
+    struct h2_frames_buf c = {0};
+    h2_frames_start(&c);
+    h2_frames_put(&c, (uint8_t[]){0, 0, 90, H2_HEADERS, H2_FLAG_END_STREAM, 0, 0, 0, 3}, 9);
+    h2_frames_put(&c, head, sizeof(head));
     struct h2_frame_error err;
     static struct rec r;
     memset(&r, 0, sizeof(r));
@@ -539,13 +465,13 @@ START_TEST(data_consumed_in_pieces)
 {
     struct h2_frame_reader rd;
     h2_frame_reader_init(&rd, 100);
-    struct bytes b = {0};
-    start(&b);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
     size_t head = b.len;
     uint8_t payload[1000];
     memset(payload, 'd', sizeof(payload));
     payload[0] = 10; /* padded: 989 bytes of data, 10 of padding */
-    frame(&b, H2_DATA, H2_FLAG_PADDED, 1, payload, sizeof(payload));
+    h2_frames_frame(&b, H2_DATA, H2_FLAG_PADDED, 1, payload, sizeof(payload));
     static struct rec r;
     memset(&r, 0, sizeof(r));
     struct h2_frame_error err;
@@ -578,7 +504,7 @@ struct conn_in {
     size_t have;
 };
 
-static size_t conn_in_add(struct conn_in *c, const struct bytes *b, size_t from, size_t n)
+static size_t conn_in_add(struct conn_in *c, const struct h2_frames_buf *b, size_t from, size_t n)
 {
     ck_assert_uint_le(c->have + n, sizeof(c->buf));
     memcpy(c->buf + c->have, b->p + from, n);
@@ -597,13 +523,13 @@ static void conn_in_used(struct conn_in *c, size_t used)
  * consumed whole so far. */
 START_TEST(reader_says_what_waits)
 {
-    struct bytes b = {0};
-    start(&b);                                                  /* preface, 24; SETTINGS, 9 */
-    frame(&b, H2_HEADERS, H2_FLAG_END_STREAM, 1, "abc", 3);     /* 12 */
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "d", 1); /* 10 */
-    frame(&b, H2_PING, 0, 0, "12345678", 8);                    /* 17 */
-    frame(&b, H2_DATA, 0, 1, "hello", 5);                       /* 14 */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "x", 1);      /* 10 */
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);                                              /* preface, 24; SETTINGS, 9 */
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_STREAM, 1, "abc", 3); /* 12 */
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, "d", 1); /* 10 */
+    h2_frames_frame(&b, H2_PING, 0, 0, "12345678", 8);                    /* 17 */
+    h2_frames_frame(&b, H2_DATA, 0, 1, "hello", 5);                       /* 14 */
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "x", 1);      /* 10 */
     static const struct {
         size_t upto;
         uint8_t wait;
@@ -645,7 +571,7 @@ START_TEST(reader_says_what_waits)
 END_TEST
 
 struct out {
-    struct bytes b;
+    struct h2_frames_buf b;
     int calls;
     const uint8_t *lo, *hi; /* a caller's buffer: how many iovecs pointed into it */
     int refs;
@@ -659,7 +585,7 @@ static void out_write(void *arg, const struct iovec *iov, int count)
         const uint8_t *p = iov[i].iov_base;
         if (o->lo != NULL && p >= o->lo && p < o->hi)
             o->refs++;
-        put(&o->b, iov[i].iov_base, iov[i].iov_len);
+        h2_frames_put(&o->b, iov[i].iov_base, iov[i].iov_len);
     }
 }
 
@@ -717,9 +643,9 @@ START_TEST(data_references_the_callers_buffers)
     ck_assert_int_eq(o.refs, 5);
     ck_assert_uint_eq(o.b.len, sizeof(body) + 3 * H2_FRAME_HEADER_LEN);
     /* Read back: the same bytes, END_STREAM on the last frame only. */
-    struct bytes in = {0};
-    start(&in);
-    put(&in, o.b.p, o.b.len);
+    struct h2_frames_buf in = {0};
+    h2_frames_start(&in);
+    h2_frames_put(&in, o.b.p, o.b.len);
     static struct rec r;
     read_in(in.p, in.len, 4096, 100, &r);
     ck_assert_str_eq(r.log, "SETTINGS f0\n"
@@ -760,9 +686,9 @@ START_TEST(headers_split_into_continuations)
     struct out o = {0};
     struct h2_sink s = {out_write, &o};
     h2_frame_write_headers(&s, 1, block, sizeof(block), true, H2_MIN_FRAME_SIZE);
-    struct bytes in = {0};
-    start(&in);
-    put(&in, o.b.p, o.b.len);
+    struct h2_frames_buf in = {0};
+    h2_frames_start(&in);
+    h2_frames_put(&in, o.b.p, o.b.len);
     static struct rec r;
     read_in(in.p, in.len, 0, 65536, &r);
     ck_assert_str_eq(r.log, "SETTINGS f0\nHEADERS 1 f5 'kkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkkk' "
@@ -788,16 +714,7 @@ struct sess {
     uint64_t field_bytes; /* name + value + 32 of every field passed */
 };
 
-static void slog(struct sess *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void slog(struct sess *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->log + t->used, sizeof(t->log) - t->used, fmt, ap);
-    va_end(ap);
-    ck_assert(n >= 0 && (size_t)n < sizeof(t->log) - t->used);
-    t->used += (size_t)n;
-}
+#define slog(t, ...) test_appendf((t)->log, sizeof((t)->log), &(t)->used, __VA_ARGS__)
 
 /* A request block as REQ: ":method GET ...", summed up by its method;
  * regular fields as "name=value". */
@@ -848,17 +765,17 @@ static void s_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
     struct sess *t = arg;
     t->fields_used = 0; /* what a malformed block passed is dropped */
     t->fields[0] = '\0';
-    slog(arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
+    slog((struct sess *)arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
 }
 
 static void s_window(void *arg, uint32_t id)
 {
-    slog(arg, "window %u\n", id);
+    slog((struct sess *)arg, "window %u\n", id);
 }
 
 static void s_goaway(void *arg, uint32_t last, uint32_t code)
 {
-    slog(arg, "goaway %u %u\n", last, code);
+    slog((struct sess *)arg, "goaway %u %u\n", last, code);
 }
 
 static const struct h2_session_ops s_ops = {
@@ -939,16 +856,16 @@ static void s_start(struct sess *t)
     struct h2_sink sink = {out_write, &t->o};
     h2_session_init(&t->s, &s_conf, &s_ops, t, &sink, 0);
     ck_assert_str_eq(written(t), "SETTINGS/5 WU 0 34465");
-    struct bytes b = {0};
-    start(&b);
-    frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    struct h2_frames_buf b = {0};
+    h2_frames_start(&b);
+    h2_frames_frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
     ck_assert_uint_eq(h2_session_recv(&t->s, b.p, b.len, 0), b.len);
     ck_assert_str_eq(written(t), "SETTINGS+ACK/0");
     free(b.p);
 }
 
 /* Feeds frames at `now`, all of them consumed unless the connection ended. */
-static void s_feed(struct sess *t, struct bytes *b, uint64_t now)
+static void s_feed(struct sess *t, struct h2_frames_buf *b, uint64_t now)
 {
     size_t n = h2_session_recv(&t->s, b->p, b->len, now);
     if (t->s.error == H2_NO_ERROR)
@@ -967,12 +884,13 @@ START_TEST(session_request_and_response)
 {
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_DATA, 0, 1, "body", 4);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_DATA, 0, 1, "body", 4);
     uint8_t padded[] = {4, 'x', 0, 0, 0, 0};
-    frame(&b, H2_DATA, H2_FLAG_PADDED, 1, padded, sizeof(padded));
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, TRL, sizeof(TRL) - 1);
+    h2_frames_frame(&b, H2_DATA, H2_FLAG_PADDED, 1, padded, sizeof(padded));
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, TRL,
+                    sizeof(TRL) - 1);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 1 request GET\ndata 1 4\ndata 1 1\nheaders 1 trailers x=y "
                             "end\n");
@@ -992,8 +910,8 @@ START_TEST(session_request_and_response)
     ck_assert_str_eq(written(&t), "T1 1 f4 len1 T0 1 f0 len16384 T0 1 f0 len16384 T0 1 f0 "
                                   "len16384 T0 1 f0 len16383");
     ck_assert_uint_eq(h2_session_send_window(&t.s, 1), 0);
-    u32_frame(&b, H2_WINDOW_UPDATE, 1, 100);
-    u32_frame(&b, H2_WINDOW_UPDATE, 0, 50);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 1, 100);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 0, 50);
     s_feed(&t, &b, 2);
     ck_assert_uint_eq(h2_session_send_window(&t.s, 1), 50);
     iov.iov_len = 50;
@@ -1012,24 +930,24 @@ START_TEST(session_settings_and_ping)
 {
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
     uint8_t set[12];
     memcpy(set, "\0\x04\0\0\0\x0a\0\x05\0\0\x40\x01", 12); /* window 10, frame 16385 */
-    frame(&b, H2_SETTINGS, 0, 0, set, 12);
-    frame(&b, H2_PING, 0, 0, "12345678", 8);
-    frame(&b, H2_PING, H2_FLAG_ACK, 0, "12345678", 8);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, set, 12);
+    h2_frames_frame(&b, H2_PING, 0, 0, "12345678", 8);
+    h2_frames_frame(&b, H2_PING, H2_FLAG_ACK, 0, "12345678", 8);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "SETTINGS+ACK/0 PING+ACK");
     ck_assert_uint_eq(h2_session_send_window(&t.s, 1), 10);
     ck_assert_uint_eq(t.s.peer_max_frame_size, 16385);
     /* A second ACK acknowledges nothing. */
-    frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
+    h2_frames_frame(&b, H2_SETTINGS, H2_FLAG_ACK, 0, NULL, 0);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 1 1");
     ck_assert_int_eq(t.s.error, H2_PROTOCOL_ERROR);
     /* Nothing is read after a connection error. */
-    frame(&b, H2_PING, 0, 0, "12345678", 8);
+    h2_frames_frame(&b, H2_PING, 0, 0, "12345678", 8);
     ck_assert_uint_eq(h2_session_recv(&t.s, b.p, b.len, 1), 0);
     b.len = 0;
     s_end(&t);
@@ -1037,18 +955,18 @@ START_TEST(session_settings_and_ping)
      * (RFC 9218 2.1), 0 when it does not say: the same again passes, a
      * change not. */
     s_start(&t); /* its SETTINGS said nothing */
-    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01", 6);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01", 6);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 0 1");
     s_end(&t);
     s_start(&t);
-    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
-    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\0", 6);
     /* Within a frame, the last value is the one sent. */
-    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01\0\x09\0\0\0\0", 12);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01\0\x09\0\0\0\0", 12);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "SETTINGS+ACK/0 SETTINGS+ACK/0 SETTINGS+ACK/0");
-    frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01", 6);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, "\0\x09\0\0\0\x01", 6);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 0 1");
     free(b.p);
@@ -1060,17 +978,17 @@ START_TEST(session_initial_window_change)
 {
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    u32_frame(&b, H2_WINDOW_UPDATE, 1, 0x7fffffff - 65535);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 1, 0x7fffffff - 65535);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(h2_session_stream(&t.s, 1)->send_window, 0x7fffffff);
     /* Lowering is allowed (the window goes negative if need be)... */
-    frame(&b, H2_SETTINGS, 0, 0, "\0\x04\0\0\0\0", 6);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, "\0\x04\0\0\0\0", 6);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(h2_session_stream(&t.s, 1)->send_window, 0x7fffffff - 65535);
     /* ...raising past 2^31-1 is not. */
-    frame(&b, H2_SETTINGS, 0, 0, "\0\x04\0\x01\0\0", 6);
+    h2_frames_frame(&b, H2_SETTINGS, 0, 0, "\0\x04\0\x01\0\0", 6);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "SETTINGS+ACK/0 GOAWAY 1 3");
     free(b.p);
@@ -1083,11 +1001,11 @@ START_TEST(session_flow_control_errors)
     static struct sess t;
     s_start(&t);
     static uint8_t big[H2_MIN_FRAME_SIZE];
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_DATA, 0, 1, big, 1000); /* the stream's whole window */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
-    frame(&b, H2_DATA, 0, 3, big, 1001); /* past it */
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_DATA, 0, 1, big, 1000); /* the stream's whole window */
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_DATA, 0, 3, big, 1001); /* past it */
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log,
                      "headers 1 request GET\ndata 1 1000\nheaders 3 request GET\nreset 3 3\n");
@@ -1097,19 +1015,19 @@ START_TEST(session_flow_control_errors)
     ck_assert_str_eq(written(&t), "");
     h2_session_consume(&t.s, 1, 100);
     ck_assert_str_eq(written(&t), "WU 1 500");
-    frame(&b, H2_DATA, 0, 1, big, 500);
+    h2_frames_frame(&b, H2_DATA, 0, 1, big, 500);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
     /* The connection's window: 100000, of which 2501 are used so far. */
-    frame(&b, H2_DATA, 0, 1, big, 501); /* past the stream's */
+    h2_frames_frame(&b, H2_DATA, 0, 1, big, 501); /* past the stream's */
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "RST 1 3");
     /* A window past 2^31-1. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
-    u32_frame(&b, H2_WINDOW_UPDATE, 5, 0x7fffffff);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 5, 0x7fffffff);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "RST 5 3");
-    u32_frame(&b, H2_WINDOW_UPDATE, 0, 0x7fffffff);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 0, 0x7fffffff);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 5 3");
     s_end(&t);
@@ -1117,23 +1035,23 @@ START_TEST(session_flow_control_errors)
     /* DATA past the connection's window ends the connection. */
     s_start(&t);
     for (uint32_t id = 1; id < 14; id += 2) {
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, REQ, REQ_LEN);
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, REQ, REQ_LEN);
         for (int i = 0; i < 2; i++)
-            frame(&b, H2_DATA, 0, id, big, 500);
-        frame(&b, H2_RST_STREAM, 0, id, "\0\0\0\x08", 4);
+            h2_frames_frame(&b, H2_DATA, 0, id, big, 500);
+        h2_frames_frame(&b, H2_RST_STREAM, 0, id, "\0\0\0\x08", 4);
         s_feed(&t, &b, (uint64_t)id * 1000); /* apart: no rapid reset */
     }
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
     ck_assert_int_eq(t.s.recv_window, 100000 - 7000);
     /* The stream is closed: its DATA is dropped but counted. */
     for (int i = 0; i < 6; i++)
-        frame(&b, H2_DATA, 0, 13, big, H2_MIN_FRAME_SIZE);
+        h2_frames_frame(&b, H2_DATA, 0, 13, big, H2_MIN_FRAME_SIZE);
     s_feed(&t, &b, 20000);
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
     ck_assert_str_eq(written(&t), "WU 0 65536"); /* once 50000 were owed */
     t.s.recv_unacked = 0;                        /* no more given back */
     t.s.recv_window = 100;
-    frame(&b, H2_DATA, 0, 13, big, 101);
+    h2_frames_frame(&b, H2_DATA, 0, 13, big, 101);
     s_feed(&t, &b, 20000);
     ck_assert_str_eq(written(&t), "GOAWAY 13 3");
     free(b.p);
@@ -1144,75 +1062,76 @@ END_TEST
 START_TEST(session_stream_states)
 {
     static struct sess t;
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     /* Each frame on an idle stream ends the connection. */
     static const uint8_t kinds[] = {H2_DATA, H2_RST_STREAM, H2_WINDOW_UPDATE};
     for (size_t i = 0; i < sizeof(kinds); i++) {
         s_start(&t);
-        frame(&b, kinds[i], 0, 1, "\0\0\0\x01", 4);
+        h2_frames_frame(&b, kinds[i], 0, 1, "\0\0\0\x01", 4);
         s_feed(&t, &b, 1);
         ck_assert_str_eq(written(&t), "GOAWAY 0 1");
         s_end(&t);
     }
     /* HEADERS on an even stream, or on a stream closed and not reset. */
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 2, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 2, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 0 1");
     s_end(&t);
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 5 1");
     s_end(&t);
     /* DATA or HEADERS after the stream's end: the connection's error (as
      * libnghttp2 makes it). */
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, REQ, REQ_LEN);
-    frame(&b, H2_DATA, 0, 1, "x", 1);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_DATA, 0, 1, "x", 1);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 1 5");
     s_end(&t);
     /* Trailers of a stream reset here, sent before the client saw the
      * reset: skipped (but decoded, for HPACK's table). */
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     h2_session_reset(&t.s, 1, H2_CANCEL);
     ck_assert_str_eq(written(&t), "RST 1 8");
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, TRL, sizeof(TRL) - 1);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, TRL,
+                    sizeof(TRL) - 1);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
     ck_assert_ptr_null(strstr(t.log, "headers 1 trailers"));
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "again", 5);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, "again", 5);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 3 5");
     s_end(&t);
     /* Trailers that do not end the stream: malformed (8.1), the stream
      * is reset. */
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, TRL, sizeof(TRL) - 1);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, TRL, sizeof(TRL) - 1);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 1 request GET\nreset 1 1\n");
     ck_assert_str_eq(written(&t), "RST 1 1");
     /* A WINDOW_UPDATE of 0 on an open stream resets it. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
-    u32_frame(&b, H2_WINDOW_UPDATE, 3, 0);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 3, 0);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "RST 3 1");
     /* A reset by the client. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
-    u32_frame(&b, H2_RST_STREAM, 5, H2_CANCEL);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
+    h2_frames_u32_frame(&b, H2_RST_STREAM, 5, H2_CANCEL);
     s_feed(&t, &b, 1);
     ck_assert_ptr_nonnull(strstr(t.log, "reset 5 8 by peer\n"));
     ck_assert_ptr_null(t.s.streams);
     s_end(&t);
     /* A block HPACK cannot decode. */
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "\x80", 1); /* index 0 */
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, "\x80", 1); /* index 0 */
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 1 9");
     s_end(&t);
@@ -1224,20 +1143,20 @@ START_TEST(session_refuses_streams_past_the_limit)
 {
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "RST 5 7");
     ck_assert_str_eq(t.log, "headers 1 request GET\nheaders 3 request GET\n");
     ck_assert_uint_eq(t.s.stream_count, 2);
     /* Refused streams count as resets: 3 an interval pass, the 4th not. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 7, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 9, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 7, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 9, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "RST 7 7 RST 9 7");
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 11, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 11, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "RST 11 7 GOAWAY 11 11");
     ck_assert_str_eq(t.s.why, "rapid_reset");
@@ -1250,10 +1169,10 @@ START_TEST(session_rapid_reset)
 {
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     for (uint32_t id = 1; id <= 7; id += 2) {
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, REQ, REQ_LEN);
-        u32_frame(&b, H2_RST_STREAM, id, H2_CANCEL);
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, REQ, REQ_LEN);
+        h2_frames_u32_frame(&b, H2_RST_STREAM, id, H2_CANCEL);
         s_feed(&t, &b, id == 7 ? 1999 : 1000 + id);
     }
     /* Three in the interval from 1001 pass; the fourth, at 1999, not. */
@@ -1261,8 +1180,8 @@ START_TEST(session_rapid_reset)
     s_end(&t);
     s_start(&t);
     for (uint32_t id = 1; id <= 7; id += 2) {
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, REQ, REQ_LEN);
-        u32_frame(&b, H2_RST_STREAM, id, H2_CANCEL);
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, id, REQ, REQ_LEN);
+        h2_frames_u32_frame(&b, H2_RST_STREAM, id, H2_CANCEL);
         s_feed(&t, &b, id == 7 ? 2001 : 1000 + id);
     }
     ck_assert_int_eq(t.s.error, H2_NO_ERROR); /* a new interval */
@@ -1277,9 +1196,9 @@ static bool floods_at(struct sess *t, uint8_t type, uint8_t flags, uint32_t sid,
                       const char *payload, size_t len, unsigned count, uint64_t now,
                       const char *why)
 {
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     for (unsigned i = 0; i < count; i++)
-        frame(&b, type, flags, sid, payload, len);
+        h2_frames_frame(&b, type, flags, sid, payload, len);
     s_feed(t, &b, now);
     free(b.p);
     t->o.b.len = 0;
@@ -1311,8 +1230,8 @@ START_TEST(session_floods)
     /* Empty frames: DATA without payload or with padding only, PRIORITY,
      * and empty HEADERS/CONTINUATION frames inside a block. */
     s_start(&t);
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert(!floods_at(&t, H2_DATA, 0, 1, NULL, 0, 500, 1, "empty_frame_flood"));
     ck_assert(
@@ -1320,10 +1239,10 @@ START_TEST(session_floods)
     ck_assert(!floods_at(&t, H2_PRIORITY, 0, 3, "\0\0\0\x01\x10", 5, 190, 1, "empty_frame_flood"));
     /* Trailers in an empty HEADERS and 8 empty CONTINUATION frames: the
      * last ends the block, so 8 count. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_STREAM, 1, NULL, 0);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_STREAM, 1, NULL, 0);
     for (int i = 0; i < 7; i++)
-        frame(&b, H2_CONTINUATION, 0, 1, NULL, 0);
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, NULL, 0);
+        h2_frames_frame(&b, H2_CONTINUATION, 0, 1, NULL, 0);
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, NULL, 0);
     /* 990 counted + 8 empty frames in the block = 998: still fine. */
     s_feed(&t, &b, 1);
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
@@ -1332,7 +1251,7 @@ START_TEST(session_floods)
     s_end(&t);
     /* WINDOW_UPDATE: 1000, plus 4 for each DATA frame sent. */
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert(
         !floods_at(&t, H2_WINDOW_UPDATE, 0, 1, "\0\0\0\x01", 4, 1000, 1, "window_update_flood"));
@@ -1350,16 +1269,16 @@ START_TEST(session_goaway)
 {
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     h2_session_goaway(&t.s, H2_NO_ERROR);
     ck_assert_str_eq(written(&t), "GOAWAY 1 0");
     /* Streams past it are decoded and dropped; the one before goes on. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
-    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 1, "x", 1);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_DATA, H2_FLAG_END_STREAM, 1, "x", 1);
     uint8_t ga[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    h2_frames_frame(&b, H2_GOAWAY, 0, 0, ga, 8);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
     ck_assert_str_eq(t.log, "headers 1 request GET\ndata 1 1 end\ngoaway 0 0\n");
@@ -1370,13 +1289,13 @@ START_TEST(session_goaway)
     /* A GOAWAY may name no stream a client opens, nor a higher one than
      * before. */
     ga[3] = 2;
-    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    h2_frames_frame(&b, H2_GOAWAY, 0, 0, ga, 8);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 3 1");
     s_end(&t);
     s_start(&t);
     ga[3] = 1;
-    frame(&b, H2_GOAWAY, 0, 0, ga, 8);
+    h2_frames_frame(&b, H2_GOAWAY, 0, 0, ga, 8);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "GOAWAY 0 1");
     free(b.p);
@@ -1387,17 +1306,17 @@ END_TEST
 /* The session with the optional callbacks too. */
 static void s_closed(void *arg, uint32_t id)
 {
-    slog(arg, "closed %u\n", id);
+    slog((struct sess *)arg, "closed %u\n", id);
 }
 
 static void s_refused(void *arg, uint32_t id)
 {
-    slog(arg, "refused %u\n", id);
+    slog((struct sess *)arg, "refused %u\n", id);
 }
 
 static void s_ping_ack(void *arg, const uint8_t data[8])
 {
-    slog(arg, "ping ack %.8s\n", (const char *)data);
+    slog((struct sess *)arg, "ping ack %.8s\n", (const char *)data);
 }
 
 static const struct h2_session_ops s_ops_all = {
@@ -1417,31 +1336,32 @@ START_TEST(session_tells_closed_and_refused_streams)
     static struct sess t;
     s_start(&t);
     t.s.ops = &s_ops_all;
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     /* The client's half ends first: the response's END_STREAM closes. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(h2_session_send_headers(&t.s, 1, (const uint8_t *)"\x88", 1, true), 0);
     ck_assert_str_eq(t.log, "headers 1 request GET end\nclosed 1\n");
     t.used = 0;
     /* Ours first: the client's END_STREAM closes, after its bytes; and
      * after its trailers. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(h2_session_send_headers(&t.s, 3, (const uint8_t *)"\x88", 1, true), 0);
     ck_assert_int_eq(h2_session_send_headers(&t.s, 5, (const uint8_t *)"\x88", 1, true), 0);
-    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 3, "x", 1);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, TRL, sizeof(TRL) - 1);
+    h2_frames_frame(&b, H2_DATA, H2_FLAG_END_STREAM, 3, "x", 1);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, TRL,
+                    sizeof(TRL) - 1);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 3 request GET\nheaders 5 request GET\ndata 3 1 end\n"
                             "closed 3\nheaders 5 trailers x=y end\nclosed 5\n");
     t.used = 0;
     /* Resets are not closes; refusals are told. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 7, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 9, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 11, REQ, REQ_LEN);
-    u32_frame(&b, H2_RST_STREAM, 7, H2_CANCEL);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 7, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 9, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 11, REQ, REQ_LEN);
+    h2_frames_u32_frame(&b, H2_RST_STREAM, 7, H2_CANCEL);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 7 request GET\nheaders 9 request GET\nrefused 11\n"
                             "reset 7 8 by peer\n");
@@ -1455,8 +1375,8 @@ START_TEST(session_graceful_shutdown)
     static struct sess t;
     s_start(&t);
     t.s.ops = &s_ops_all;
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     h2_session_shutdown(&t.s);
     ck_assert_str_eq(written(&t), "GOAWAY 2147483647 0 PING");
@@ -1464,16 +1384,16 @@ START_TEST(session_graceful_shutdown)
     ck_assert_str_eq(written(&t), "");
     ck_assert(!h2_session_done(&t.s));
     /* A stream the client sent before it read the notice is taken. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
     s_feed(&t, &b, 2);
     ck_assert_str_eq(written(&t), "");
     /* The PING's answer: the final GOAWAY names the last stream taken. */
-    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
+    h2_frames_frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
     s_feed(&t, &b, 3);
     ck_assert_str_eq(written(&t), "GOAWAY 3 0");
     /* Later streams are dropped; the two taken run to their end. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, REQ, REQ_LEN);
-    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8); /* no third GOAWAY */
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8); /* no third GOAWAY */
     s_feed(&t, &b, 4);
     ck_assert_str_eq(written(&t), "");
     ck_assert_str_eq(t.log, "headers 1 request GET\nheaders 3 request GET end\nping ack \n"
@@ -1490,13 +1410,13 @@ START_TEST(session_graceful_shutdown)
     h2_session_goaway(&t.s, H2_NO_ERROR);
     ck_assert_str_eq(written(&t), "GOAWAY 2147483647 0 PING GOAWAY 0 0");
     ck_assert(h2_session_done(&t.s));
-    frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
+    h2_frames_frame(&b, H2_PING, H2_FLAG_ACK, 0, "\0\0\0\0\0\0\0\0", 8);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(written(&t), "");
     s_end(&t);
     /* After a connection error, nothing. */
     s_start(&t);
-    frame(&b, H2_PING, 0, 0, "1234567", 7);
+    h2_frames_frame(&b, H2_PING, 0, 0, "1234567", 7);
     s_feed(&t, &b, 1);
     ck_assert(h2_session_done(&t.s));
     written(&t);
@@ -1513,10 +1433,10 @@ START_TEST(session_round_robin_between_streams)
     static struct sess t;
     s_start(&t);
     t.s.conf.max_concurrent_streams = 3;
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     for (uint32_t id = 1; id <= 5; id += 2)
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, id, REQ, REQ_LEN);
-    u32_frame(&b, H2_WINDOW_UPDATE, 0, 1000000);
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, id, REQ, REQ_LEN);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 0, 1000000);
     s_feed(&t, &b, 1);
     ck_assert_uint_eq(h2_session_next_sender(&t.s), 0); /* none wants to */
     h2_session_want_send(&t.s, 5, true);
@@ -1545,11 +1465,11 @@ START_TEST(session_round_robin_between_streams)
     ck_assert_uint_eq(h2_session_next_sender(&t.s), 1);
     ck_assert_uint_eq(h2_session_next_sender(&t.s), 5);
     /* The connection's window shut: none. */
-    u32_frame(&b, H2_WINDOW_UPDATE, 3, 100);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 3, 100);
     s_feed(&t, &b, 1);
     t.s.send_window = 0;
     ck_assert_uint_eq(h2_session_next_sender(&t.s), 0);
-    u32_frame(&b, H2_WINDOW_UPDATE, 0, 100);
+    h2_frames_u32_frame(&b, H2_WINDOW_UPDATE, 0, 100);
     s_feed(&t, &b, 1);
     ck_assert_uint_eq(h2_session_next_sender(&t.s), 1);
     ck_assert_uint_eq(h2_session_next_sender(&t.s), 3);
@@ -1570,9 +1490,9 @@ START_TEST(session_consume_stream_alone)
     static struct sess t;
     s_start(&t);
     static uint8_t big[600];
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_DATA, 0, 1, big, sizeof(big));
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_DATA, 0, 1, big, sizeof(big));
     s_feed(&t, &b, 1);
     h2_session_consume(&t.s, 0, sizeof(big)); /* the connection's: owed, not yet due */
     ck_assert_str_eq(written(&t), "");
@@ -1582,7 +1502,7 @@ START_TEST(session_consume_stream_alone)
     ck_assert_uint_eq(t.s.recv_unacked, 600); /* the connection's unchanged */
     ck_assert_int_eq(h2_session_stream(&t.s, 1)->recv_window, 1000);
     /* A stream whose client ended its half is sent nothing more. */
-    frame(&b, H2_DATA, H2_FLAG_END_STREAM, 1, big, sizeof(big));
+    h2_frames_frame(&b, H2_DATA, H2_FLAG_END_STREAM, 1, big, sizeof(big));
     s_feed(&t, &b, 1);
     h2_session_consume_stream(&t.s, 1, sizeof(big));
     ck_assert_str_eq(written(&t), "");
@@ -1593,8 +1513,8 @@ END_TEST
 
 /* Feeds `b` from `from` up to `upto` into the connection's input `c` at
  * `now`, as a connection does; returns `upto`. */
-static size_t s_trickle(struct sess *t, struct conn_in *c, const struct bytes *b, size_t from,
-                        size_t upto, uint64_t now)
+static size_t s_trickle(struct sess *t, struct conn_in *c, const struct h2_frames_buf *b,
+                        size_t from, size_t upto, uint64_t now)
 {
     conn_in_add(c, b, from, upto - from);
     conn_in_used(c, h2_session_recv(&t->s, c->buf, c->have, now));
@@ -1609,12 +1529,12 @@ START_TEST(session_times_what_waits)
     static struct sess t;
     s_start(&t); /* at 0 */
     ck_assert_uint_eq(t.s.frame_done_ms, 0);
-    struct bytes b = {0};
-    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 0..17 */
-    frame(&b, H2_HEADERS, 0, 1, REQ, 3);                                      /* 17..29 */
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, &REQ[3], REQ_LEN - 3); /* 29..41 */
-    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 41..58 */
-    frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 58..75 */
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 0..17 */
+    h2_frames_frame(&b, H2_HEADERS, 0, 1, REQ, 3);                                      /* 17..29 */
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, &REQ[3], REQ_LEN - 3); /* 29..41 */
+    h2_frames_frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 41..58 */
+    h2_frames_frame(&b, H2_PING, 0, 0, "12345678", 8);                                  /* 58..75 */
     ck_assert_uint_eq(b.len, 75);
     struct conn_in c = {.have = 0};
     size_t at = s_trickle(&t, &c, &b, 0, 4, 10);
@@ -1809,10 +1729,10 @@ START_TEST(message_request_heads)
     const struct msg_case *c = &msg_cases[_i];
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     uint8_t blk[2048];
     size_t len = block_of(blk, sizeof(blk), c->nv);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk, len);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk, len);
     s_feed(&t, &b, 1);
     ck_assert_msg(t.s.error == H2_NO_ERROR, "%s: the connection ended", c->name);
     const char *w = written(&t);
@@ -1825,7 +1745,7 @@ START_TEST(message_request_heads)
         ck_assert_msg(strcmp(t.log, c->log) == 0, "%s: %s", c->name, t.log);
     }
     /* The connection goes on, its HPACK state whole. */
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, REQ, REQ_LEN);
     s_feed(&t, &b, 1);
     ck_assert_ptr_nonnull(strstr(t.log, "headers 3 request GET end\n"));
     free(b.p);
@@ -1839,20 +1759,20 @@ static void post(struct sess *t, const char *length, const char *const *data, si
                  bool trailers)
 {
     s_start(t);
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     uint8_t blk[256];
     const char *nv[] = {":method",    "POST",  ":scheme",
                         "https",      ":path", "/",
                         ":authority", "a",     length != NULL ? "content-length" : NULL,
                         length,       NULL};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, blk, block_of(blk, sizeof(blk), nv));
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, blk, block_of(blk, sizeof(blk), nv));
     for (size_t i = 0; i < count; i++)
-        frame(&b, H2_DATA, i + 1 == count && !trailers ? H2_FLAG_END_STREAM : 0, 1, data[i],
-              strlen(data[i]));
+        h2_frames_frame(&b, H2_DATA, i + 1 == count && !trailers ? H2_FLAG_END_STREAM : 0, 1,
+                        data[i], strlen(data[i]));
     if (trailers) {
         const char *tnv[] = {"x-sum", "1", NULL};
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
-              block_of(blk, sizeof(blk), tnv));
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
+                        block_of(blk, sizeof(blk), tnv));
     }
     s_feed(t, &b, 1);
     free(b.p);
@@ -1907,7 +1827,7 @@ END_TEST
 START_TEST(message_nul_bytes)
 {
     static struct sess t;
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     static const struct {
         const char *name;
         size_t name_len;
@@ -1938,7 +1858,7 @@ START_TEST(message_nul_bytes)
         size_t len = hpack_encode(&e, f, NULL, 5, blk);
         hpack_encoder_free(&e);
         s_start(&t);
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk, len);
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk, len);
         s_feed(&t, &b, 1);
         ck_assert_msg(strcmp(t.log, "reset 1 1\n") == 0, "%zu: %s", i, t.log);
         ck_assert_str_eq(written(&t), "RST 1 1");
@@ -1951,7 +1871,7 @@ END_TEST
 START_TEST(message_trailers)
 {
     static struct sess t;
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     uint8_t blk[256];
     static const char *const bad[][5] = {
         {":path", "/", NULL},                                 /* pseudo in trailers */
@@ -1961,9 +1881,9 @@ START_TEST(message_trailers)
     };
     for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
         s_start(&t);
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-        frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
-              block_of(blk, sizeof(blk), bad[i]));
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+        h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
+                        block_of(blk, sizeof(blk), bad[i]));
         s_feed(&t, &b, 1);
         ck_assert_msg(strcmp(t.log, "headers 1 request GET\nreset 1 1\n") == 0, "%zu: %s", i,
                       t.log);
@@ -1977,7 +1897,7 @@ END_TEST
 START_TEST(message_header_list_limit)
 {
     static struct sess t;
-    struct bytes b = {0};
+    struct h2_frames_buf b = {0};
     uint8_t blk[2048];
     char v[401];
     memset(v, 'v', 400);
@@ -1987,8 +1907,8 @@ START_TEST(message_header_list_limit)
      * its end, x-2 and x-3 not passed, and told. */
     const char *nv[] = {BASE, "x-1", v, "x-2", v, "x-3", "3", NULL};
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
-          block_of(blk, sizeof(blk), nv));
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
+                    block_of(blk, sizeof(blk), nv));
     s_feed(&t, &b, 1);
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
     ck_assert_uint_eq(t.field_bytes, 167 + 435);
@@ -1997,8 +1917,8 @@ START_TEST(message_header_list_limit)
     ck_assert_ptr_null(strstr(t.log, "x-2"));
     /* A malformed field past the limit still resets the stream. */
     const char *bad[] = {BASE, "x-1", v, "x-2", v, "connection", "close", NULL};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, blk,
-          block_of(blk, sizeof(blk), bad));
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, blk,
+                    block_of(blk, sizeof(blk), bad));
     s_feed(&t, &b, 1);
     ck_assert_ptr_nonnull(strstr(t.log, "reset 3 1\n"));
     ck_assert_str_eq(written(&t), "RST 3 1");
@@ -2010,8 +1930,8 @@ START_TEST(message_header_list_limit)
     big[700] = '\0';
     const char *huge[] = {BASE, "x-big", big, NULL};
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
-          block_of(blk, sizeof(blk), huge));
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, blk,
+                    block_of(blk, sizeof(blk), huge));
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 1 request GET cut\n");
     ck_assert_str_eq(written(&t), "GOAWAY 1 11");
@@ -2022,8 +1942,8 @@ START_TEST(message_header_list_limit)
     s_start(&t);
     uint8_t pad[1001];
     memset(pad, 0x82, sizeof(pad));
-    frame(&b, H2_HEADERS, 0, 1, pad, 600);
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, pad, 401);
+    h2_frames_frame(&b, H2_HEADERS, 0, 1, pad, 600);
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 1, pad, 401);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 1 request  cut\n");
     ck_assert_str_eq(written(&t), "GOAWAY 1 11");
@@ -2031,24 +1951,24 @@ START_TEST(message_header_list_limit)
     /* A cut block no request would take (an even stream, one past the
      * stream limit): told to no one, the reader's code kept. */
     s_start(&t);
-    frame(&b, H2_HEADERS, 0, 2, pad, 600);
-    frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 2, pad, 401);
+    h2_frames_frame(&b, H2_HEADERS, 0, 2, pad, 600);
+    h2_frames_frame(&b, H2_CONTINUATION, H2_FLAG_END_HEADERS, 2, pad, 401);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "");
     ck_assert_str_eq(written(&t), "GOAWAY 0 11");
     s_end(&t);
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, pad, 1001);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 5, pad, 1001);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 1 request GET\nheaders 3 request GET\n");
     ck_assert_str_eq(written(&t), "GOAWAY 3 11");
     s_end(&t);
     /* The same for trailers: no answer, the connection ends. */
     s_start(&t);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, pad, 1001);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, pad, 1001);
     s_feed(&t, &b, 1);
     ck_assert_str_eq(t.log, "headers 1 request GET\n");
     ck_assert_str_eq(written(&t), "GOAWAY 1 11");
@@ -2063,20 +1983,22 @@ START_TEST(message_discarded_blocks_keep_hpack_in_step)
 {
     static struct sess t;
     s_start(&t);
-    struct bytes b = {0};
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
+    struct h2_frames_buf b = {0};
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 1, REQ, REQ_LEN);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS, 3, REQ, REQ_LEN);
     /* Stream 5 is refused (2 at most); its block indexes x-k: v. */
     static const char idx[] = "\x82\x86\x84\x01\x01"
                               "a"
                               "\x40\x03x-k\x01v";
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, idx, sizeof(idx) - 1);
-    u32_frame(&b, H2_RST_STREAM, 1, H2_CANCEL);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, idx,
+                    sizeof(idx) - 1);
+    h2_frames_u32_frame(&b, H2_RST_STREAM, 1, H2_CANCEL);
     /* Stream 7 names it by its index, 62. */
     static const char ref[] = "\x82\x86\x84\x01\x01"
                               "a"
                               "\xbe";
-    frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 7, ref, sizeof(ref) - 1);
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 7, ref,
+                    sizeof(ref) - 1);
     s_feed(&t, &b, 1);
     ck_assert_int_eq(t.s.error, H2_NO_ERROR);
     ck_assert_str_eq(t.log, "headers 1 request GET\nheaders 3 request GET\nreset 1 8 by peer\n"

@@ -8,6 +8,7 @@
  * whatever the session writes, it must read without complaint.
  */
 #include "../helpers.h"
+#include "h2/h2_frames.h"
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
 
@@ -20,30 +21,13 @@
 
 const bool test_forkless = true;
 
-struct buf {
-    uint8_t *p;
-    size_t len, cap;
-};
-
-static void buf_put(struct buf *b, const void *p, size_t n)
-{
-    if (b->len + n > b->cap) {
-        b->cap = (b->len + n) * 2 + 256;
-        b->p = realloc(b->p, b->cap);
-        ck_assert_ptr_nonnull(b->p);
-    }
-    if (n > 0)
-        memcpy(b->p + b->len, p, n);
-    b->len += n;
-}
-
 /* What the client saw of one stream. */
 struct cstream {
     int32_t id;
     char status[4];
-    struct buf fields; /* "name: value\n" of the response head */
-    struct buf trailers;
-    struct buf body;
+    struct h2_frames_buf fields; /* "name: value\n" of the response head */
+    struct h2_frames_buf trailers;
+    struct h2_frames_buf body;
     bool closed;
     uint32_t close_code;
 };
@@ -51,8 +35,8 @@ struct cstream {
 struct pair {
     nghttp2_session *client;
     struct h2_session server;
-    struct buf to_server; /* the client's bytes the server did not consume */
-    struct buf to_client; /* the server's output */
+    struct h2_frames_buf to_server; /* the client's bytes the server did not consume */
+    struct h2_frames_buf to_client; /* the server's output */
     size_t headers_frames, continuation_frames, data_frames;
     struct cstream cs[8];
     bool goaway;
@@ -61,9 +45,9 @@ struct pair {
     /* The server's side. */
     char log[8192];
     size_t used;
-    struct buf upload; /* request body bytes */
-    bool take_body;    /* consume request body bytes as they come */
-    bool answer_431;   /* a request over the limits is answered 431 */
+    struct h2_frames_buf upload; /* request body bytes */
+    bool take_body;              /* consume request body bytes as they come */
+    bool answer_431;             /* a request over the limits is answered 431 */
 };
 
 static uint8_t scratch[4096];
@@ -80,30 +64,14 @@ static const struct h2_session_conf conf = {
     .encoder_table_size = 4096,
 };
 
-static void slog(struct pair *t, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
-static void slog(struct pair *t, const char *fmt, ...)
-{
-    va_list ap;
-    va_start(ap, fmt);
-    int n = vsnprintf(t->log + t->used, sizeof(t->log) - t->used, fmt, ap);
-    va_end(ap);
-    ck_assert(n >= 0 && (size_t)n < sizeof(t->log) - t->used);
-    t->used += (size_t)n;
-}
+#define slog(t, ...) test_appendf((t)->log, sizeof((t)->log), &(t)->used, __VA_ARGS__)
 
 /* ------------------------------------------------------------- server */
-
-static void sv_write(void *arg, const struct iovec *iov, int count)
-{
-    struct pair *t = arg;
-    for (int i = 0; i < count; i++)
-        buf_put(&t->to_client, iov[i].iov_base, iov[i].iov_len);
-}
 
 static void sv_field(void *arg, uint32_t id, enum h2_block_kind kind, const struct hpack_field *f)
 {
     (void)kind;
-    slog(arg, "field %u %.*s=%.*s\n", id, (int)f->name_len, (const char *)f->name,
+    slog((struct pair *)arg, "field %u %.*s=%.*s\n", id, (int)f->name_len, (const char *)f->name,
          (int)f->value_len, (const char *)f->value);
 }
 
@@ -122,7 +90,7 @@ static void sv_headers(void *arg, uint32_t id, enum h2_block_kind kind, enum h2_
 static void sv_data(void *arg, uint32_t id, const uint8_t *data, size_t len, bool end)
 {
     struct pair *t = arg;
-    buf_put(&t->upload, data, len);
+    h2_frames_put(&t->upload, data, len);
     if (t->take_body)
         h2_session_consume(&t->server, id, len);
     if (end)
@@ -131,7 +99,7 @@ static void sv_data(void *arg, uint32_t id, const uint8_t *data, size_t len, boo
 
 static void sv_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
 {
-    slog(arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
+    slog((struct pair *)arg, "reset %u %u%s\n", id, code, by_peer ? " by peer" : "");
 }
 
 static void sv_window(void *arg, uint32_t id)
@@ -175,11 +143,11 @@ static int cl_header(nghttp2_session *s, const nghttp2_frame *f, const uint8_t *
         memcpy(c->status, value, 3);
         return 0;
     }
-    struct buf *b = f->headers.cat == NGHTTP2_HCAT_HEADERS ? &c->trailers : &c->fields;
-    buf_put(b, name, nlen);
-    buf_put(b, ": ", 2);
-    buf_put(b, value, vlen);
-    buf_put(b, "\n", 1);
+    struct h2_frames_buf *b = f->headers.cat == NGHTTP2_HCAT_HEADERS ? &c->trailers : &c->fields;
+    h2_frames_put(b, name, nlen);
+    h2_frames_put(b, ": ", 2);
+    h2_frames_put(b, value, vlen);
+    h2_frames_put(b, "\n", 1);
     return 0;
 }
 
@@ -188,7 +156,7 @@ static int cl_data(nghttp2_session *s, uint8_t flags, int32_t id, const uint8_t 
 {
     (void)s;
     (void)flags;
-    buf_put(&cstream(arg, id)->body, data, len);
+    h2_frames_put(&cstream(arg, id)->body, data, len);
     return 0;
 }
 
@@ -241,7 +209,7 @@ static void pair_start(struct pair *t, const nghttp2_settings_entry *settings, s
     ck_assert_int_eq(nghttp2_session_client_new(&t->client, cbs, t), 0);
     nghttp2_session_callbacks_del(cbs);
     ck_assert_int_eq(nghttp2_submit_settings(t->client, NGHTTP2_FLAG_NONE, settings, n), 0);
-    struct h2_sink sink = {sv_write, t};
+    struct h2_sink sink = {h2_frames_sink_write, &t->to_client};
     h2_session_init(&t->server, c != NULL ? c : &conf, &sv_ops, t, &sink, 0);
 }
 
@@ -256,13 +224,12 @@ static void pump(struct pair *t)
             ck_assert_int_ge(n, 0);
             if (n == 0)
                 break;
-            buf_put(&t->to_server, p, (size_t)n);
+            h2_frames_put(&t->to_server, p, (size_t)n);
             moved = true;
         }
         if (t->to_server.len > 0 && t->server.error == H2_NO_ERROR) {
             size_t used = h2_session_recv(&t->server, t->to_server.p, t->to_server.len, 1);
-            memmove(t->to_server.p, t->to_server.p + used, t->to_server.len - used);
-            t->to_server.len -= used;
+            h2_frames_drop(&t->to_server, used);
         }
         if (t->to_client.len > 0) {
             ssize_t n = nghttp2_session_mem_recv(t->client, t->to_client.p, t->to_client.len);
@@ -310,12 +277,6 @@ static int32_t get(struct pair *t, const char *path)
     return id;
 }
 
-static struct hpack_field fld(const char *n, const char *v)
-{
-    return (struct hpack_field){(const uint8_t *)n, strlen(n), (const uint8_t *)v, strlen(v),
-                                false};
-}
-
 /* Sends `len` bytes of `body` as the windows allow, pumping between;
  * `end` ends the stream with the last. */
 static void send_body(struct pair *t, uint32_t id, const uint8_t *body, size_t len, bool end,
@@ -353,24 +314,25 @@ START_TEST(response_head_body_trailers)
     pump(&t);
     ck_assert_str_eq(t.log, "field 1 :method=GET\nfield 1 :scheme=https\nfield 1 :authority=a\n"
                             "field 1 :path=/hello\nrequest 1 end\n");
-    struct hpack_field head[] = {fld(":status", "200"), fld("content-type", "text/plain"),
-                                 fld("x-a", "1")};
+    struct hpack_field head[] = {h2_frames_field(":status", "200"),
+                                 h2_frames_field("content-type", "text/plain"),
+                                 h2_frames_field("x-a", "1")};
     ck_assert_int_eq(h2_session_send_fields(&t.server, 1, head, NULL, 3, false), 0);
     static const uint8_t body[] = "hello, world";
     send_body(&t, 1, body, 12, false, NULL);
     /* Not ended yet: trailers end it. */
     struct iovec none = {NULL, 0};
     ck_assert_int_eq(h2_session_send_data(&t.server, 1, &none, 1, false), 0);
-    struct hpack_field trl[] = {fld("x-checksum", "abc")};
+    struct hpack_field trl[] = {h2_frames_field("x-checksum", "abc")};
     ck_assert_int_eq(h2_session_send_fields(&t.server, 1, trl, NULL, 1, true), 0);
     pump(&t);
     struct cstream *c = cstream(&t, id);
     ck_assert_str_eq(c->status, "200");
-    buf_put(&c->fields, "", 1);
+    h2_frames_put(&c->fields, "", 1);
     ck_assert_str_eq((char *)c->fields.p, "content-type: text/plain\nx-a: 1\n");
     ck_assert_uint_eq(c->body.len, 12);
     ck_assert_int_eq(memcmp(c->body.p, body, 12), 0);
-    buf_put(&c->trailers, "", 1);
+    h2_frames_put(&c->trailers, "", 1);
     ck_assert_str_eq((char *)c->trailers.p, "x-checksum: abc\n");
     ck_assert(c->closed);
     ck_assert_uint_eq(c->close_code, NGHTTP2_NO_ERROR);
@@ -392,7 +354,7 @@ START_TEST(response_head_in_continuations)
     static char big[40001];
     for (size_t i = 0; i < 40000; i++)
         big[i] = (char)('!' + (i * 7919) % 90); /* little for Huffman to take */
-    struct hpack_field head[] = {fld(":status", "204"), fld("x-big", big)};
+    struct hpack_field head[] = {h2_frames_field(":status", "204"), h2_frames_field("x-big", big)};
     ck_assert_uint_gt(hpack_encode_bound(head, 2), sizeof(scratch));
     ck_assert_int_eq(h2_session_send_fields(&t.server, 1, head, NULL, 2, true), 0);
     pump(&t);
@@ -417,7 +379,7 @@ START_TEST(response_body_follows_both_windows)
     get(&t, "/a");
     get(&t, "/b");
     pump(&t);
-    struct hpack_field head[] = {fld(":status", "200")};
+    struct hpack_field head[] = {h2_frames_field(":status", "200")};
     static uint8_t body[200000];
     for (size_t i = 0; i < sizeof(body); i++)
         body[i] = (uint8_t)(i * 31);
@@ -449,7 +411,7 @@ START_TEST(response_window_lowered_midway)
     pair_start(&t, NULL, 0, NULL);
     get(&t, "/");
     pump(&t);
-    struct hpack_field head[] = {fld(":status", "200")};
+    struct hpack_field head[] = {h2_frames_field(":status", "200")};
     ck_assert_int_eq(h2_session_send_fields(&t.server, 1, head, NULL, 1, false), 0);
     static uint8_t body[30000];
     struct iovec iov = {body, 30000};
@@ -480,7 +442,7 @@ START_TEST(output_bound)
     pair_start(&t, NULL, 0, &c);
     get(&t, "/");
     pump(&t);
-    struct hpack_field head[] = {fld(":status", "200")};
+    struct hpack_field head[] = {h2_frames_field(":status", "200")};
     ck_assert_int_eq(h2_session_send_fields(&t.server, 1, head, NULL, 1, false), 0);
     size_t held = t.to_client.len;
     ck_assert_uint_eq(t.server.output, held);
@@ -512,7 +474,8 @@ START_TEST(encoder_table_as_the_client_sizes_it)
         get(&t, "/1");
         get(&t, "/2");
         pump(&t);
-        struct hpack_field head[] = {fld(":status", "200"), fld("x-session", "0123456789abcdef")};
+        struct hpack_field head[] = {h2_frames_field(":status", "200"),
+                                     h2_frames_field("x-session", "0123456789abcdef")};
         static const uint8_t how[] = {HPACK_INDEX, HPACK_INDEX};
         size_t before = t.to_client.len;
         ck_assert_int_eq(h2_session_send_fields(&t.server, 1, head, how, 2, true), 0);
@@ -524,7 +487,7 @@ START_TEST(encoder_table_as_the_client_sizes_it)
         for (int32_t id = 1; id <= 3; id += 2) {
             struct cstream *c = cstream(&t, id);
             ck_assert_str_eq(c->status, "200");
-            buf_put(&c->fields, "", 1);
+            h2_frames_put(&c->fields, "", 1);
             ck_assert_str_eq((char *)c->fields.p, "x-session: 0123456789abcdef\n");
         }
         if (zero) {
@@ -620,7 +583,7 @@ START_TEST(reset_and_goaway)
     ck_assert_int_eq(t.goaway_last, 5);
     ck_assert_uint_eq(t.goaway_code, 0);
     /* Stream 5 is still served. */
-    struct hpack_field head[] = {fld(":status", "200")};
+    struct hpack_field head[] = {h2_frames_field(":status", "200")};
     ck_assert_int_eq(h2_session_send_fields(&t.server, 5, head, NULL, 1, true), 0);
     pump(&t);
     ck_assert_str_eq(cstream(&t, 5)->status, "200");
@@ -693,21 +656,22 @@ START_TEST(idle_memory)
             NV("cookie", "session=0123456789abcdef0123456789abcdef"),
         };
         ck_assert_int_eq(nghttp2_submit_request(t.client, NULL, nva, 9, NULL, NULL), 1);
-        struct buf in = {0};
+        struct h2_frames_buf in = {0};
         const uint8_t *p;
         ssize_t n;
         while ((n = nghttp2_session_mem_send(t.client, &p)) > 0)
-            buf_put(&in, p, (size_t)n);
+            h2_frames_put(&in, p, (size_t)n);
         h2_session_free(&t.server); /* pair_start's: measured afresh below */
         t.to_client.len = 0;
         static uint8_t room[65536]; /* the sink's room, reserved */
-        buf_put(&t.to_client, room, sizeof(room));
+        h2_frames_put(&t.to_client, room, sizeof(room));
         t.to_client.len = 0;
-        struct hpack_field head[] = {fld(":status", "200"), fld("content-type", "text/html"),
-                                     fld("content-length", "0"), fld("server", "corral")};
+        struct hpack_field head[] = {
+            h2_frames_field(":status", "200"), h2_frames_field("content-type", "text/html"),
+            h2_frames_field("content-length", "0"), h2_frames_field("server", "corral")};
         static const uint8_t how[] = {HPACK_NO_INDEX, HPACK_INDEX, HPACK_NO_INDEX, HPACK_INDEX};
 
-        struct h2_sink sink = {sv_write, &t};
+        struct h2_sink sink = {h2_frames_sink_write, &t.to_client};
         h2_session_init(&t.server, &conf, &sv_ops, &t, &sink, 0);
         ck_assert_uint_eq(h2_session_recv(&t.server, in.p, in.len, 1), in.len);
         ck_assert_int_eq(h2_session_send_fields(&t.server, 1, head, indexed ? how : NULL, 4, true),

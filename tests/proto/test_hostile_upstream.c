@@ -1091,29 +1091,20 @@ START_TEST(running_out_of_descriptors_does_not_mark_the_backend_down)
 }
 END_TEST
 
-static TCase *new_case(Suite *suite, const char *name, double timeout_s)
-{
-    TCase *tc = tcase_create(name);
-    test_daemon_fixture(tc);
-    tcase_set_timeout(tc, timeout_s);
-    suite_add_tcase(suite, tc);
-    return tc;
-}
-
 Suite *test_suite(void)
 {
     hostile_init();
     Suite *suite = suite_create("proto/hostile_upstream");
-    TCase *tc = new_case(suite, "responses", 20);
+    TCase *tc = test_daemon_case(suite, "responses", 20);
     tcase_add_loop_test(tc, hostile_upstream_is_contained, 0, hostile_slices());
     tcase_add_test(tc, connection_listing_cannot_strip_end_to_end_headers);
     tcase_add_test(tc, proxy_buffer_size_bounds_the_response_head);
     tcase_add_test(tc, switch_without_upgrade_header_gives_502);
-    tc = new_case(suite, "drain", 40);
+    tc = test_daemon_case(suite, "drain", 40);
     tcase_add_test(tc, graceful_stop_ends_with_the_last_request);
     tcase_add_test(tc, graceful_stop_does_not_pool_a_connection_opened_while_draining);
     tcase_add_test(tc, reloads_leave_no_generation_behind);
-    tc = new_case(suite, "resources", 20);
+    tc = test_daemon_case(suite, "resources", 20);
     tcase_add_test(tc, running_out_of_descriptors_does_not_mark_the_backend_down);
     return suite;
 }

@@ -82,61 +82,28 @@ static const struct http_handler gather_handler = {
     .on_request = gather_on_request,
 };
 
+/* A location of `path` (a literal), exact or a prefix, with its handler. */
+#define LOCATION(path_, exact_, handler_, data_)                                                   \
+    {                                                                                              \
+        .path = (path_), .path_len = sizeof(path_) - 1, .exact = (exact_), .handler = (handler_),  \
+        .handler_data = (data_)                                                                    \
+    }
+
 static const struct http_location main_locations[] = {
-    {.path = "/",
-     .path_len = 1,
-     .exact = false,
-     .handler = &http_return_handler,
-     .handler_data = &ret_root},
-    {.path = "/exact",
-     .path_len = 6,
-     .exact = true,
-     .handler = &http_return_handler,
-     .handler_data = &ret_exact},
-    {.path = "/prefix/",
-     .path_len = 8,
-     .exact = false,
-     .handler = &http_return_handler,
-     .handler_data = &ret_prefix},
-    {.path = "/moved",
-     .path_len = 6,
-     .exact = true,
-     .handler = &http_return_handler,
-     .handler_data = &ret_moved},
-    {.path = "/drop",
-     .path_len = 5,
-     .exact = true,
-     .handler = &http_return_handler,
-     .handler_data = &ret_drop},
-    {.path = "/moved-far",
-     .path_len = 10,
-     .exact = true,
-     .handler = &http_return_handler,
-     .handler_data = &ret_moved_far},
-    {.path = "/coded/",
-     .path_len = 7,
-     .exact = false,
-     .handler = &coded_handler,
-     .handler_data = NULL},
-    {.path = "/gather/",
-     .path_len = 8,
-     .exact = false,
-     .handler = &gather_handler,
-     .handler_data = NULL},
+    LOCATION("/", false, &http_return_handler, &ret_root),
+    LOCATION("/exact", true, &http_return_handler, &ret_exact),
+    LOCATION("/prefix/", false, &http_return_handler, &ret_prefix),
+    LOCATION("/moved", true, &http_return_handler, &ret_moved),
+    LOCATION("/drop", true, &http_return_handler, &ret_drop),
+    LOCATION("/moved-far", true, &http_return_handler, &ret_moved_far),
+    LOCATION("/coded/", false, &coded_handler, NULL),
+    LOCATION("/gather/", false, &gather_handler, NULL),
 };
 static const struct http_location wild_locations[] = {
-    {.path = "/",
-     .path_len = 1,
-     .exact = false,
-     .handler = &http_return_handler,
-     .handler_data = &ret_wild},
+    LOCATION("/", false, &http_return_handler, &ret_wild),
 };
 static const struct http_location named_locations[] = {
-    {.path = "/only",
-     .path_len = 5,
-     .exact = false,
-     .handler = &http_return_handler,
-     .handler_data = &ret_named},
+    LOCATION("/only", false, &http_return_handler, &ret_named),
 };
 static const char *const main_names[] = {"main.example"};
 static const char *const wild_names[] = {"*.wild.example"};
@@ -602,6 +569,21 @@ START_TEST(oversized_heads_get_431)
 }
 END_TEST
 
+/* Sends `request` on a new connection and reads its answer, `status`; the
+ * server then closes the connection, no sooner than `min_ms` after the
+ * answer. */
+static void answered_then_closed(const char *request, int status, uint64_t min_ms)
+{
+    int fd = test_connect(port);
+    test_send_all(fd, request, strlen(request));
+    char head[1024], body[256];
+    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), status);
+    uint64_t started = test_now_ms();
+    ck_assert(peer_closed(fd));
+    ck_assert_uint_ge(test_now_ms() - started, min_ms);
+    close(fd);
+}
+
 START_TEST(slow_request_head_gets_408)
 {
     stop();
@@ -623,16 +605,8 @@ START_TEST(stalled_request_body_is_closed_and_counted)
 {
     stop();
     start(200, 0);
-    int fd = test_connect(port);
-    const char *part = "POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 10\r\n\r\nabc";
-    test_send_all(fd, part, strlen(part));
-    char head[1024], body[256];
     /* `return` answers at the head; the stalled body then ends the connection. */
-    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
-    uint64_t started = test_now_ms();
-    ck_assert(peer_closed(fd));
-    ck_assert_uint_ge(test_now_ms() - started, 100);
-    close(fd);
+    answered_then_closed("POST / HTTP/1.1\r\nHost: m\r\nContent-Length: 10\r\n\r\nabc", 200, 100);
     test_wait_for(timeouts_counted(HTTP_TIMEOUT_BODY) > 0, TEST_WAIT_MS, "no body timeout counted");
     ck_assert_uint_eq(timeouts_counted(HTTP_TIMEOUT_BODY), 1);
 }
@@ -642,33 +616,54 @@ START_TEST(idle_keepalive_connection_is_closed)
 {
     stop();
     start(0, 200);
-    int fd = test_connect(port);
-    const char *req = "GET / HTTP/1.1\r\nHost: m\r\n\r\n";
-    test_send_all(fd, req, strlen(req));
-    char head[1024], body[256];
-    ck_assert_int_eq(read_response(fd, head, sizeof(head), body, sizeof(body), false), 200);
-    uint64_t started = test_now_ms();
-    ck_assert(peer_closed(fd));
-    ck_assert_uint_ge(test_now_ms() - started, 150);
-    close(fd);
+    answered_then_closed("GET / HTTP/1.1\r\nHost: m\r\n\r\n", 200, 150);
 }
 END_TEST
+
+/* Restarts the server with an access log of `format` into a new file,
+ * `path`: a mkstemp() template. */
+static void log_start(char *path, const char *format)
+{
+    int tmp = mkstemp(path);
+    ck_assert_int_ge(tmp, 0);
+    close(tmp);
+    const char *bad = NULL;
+    ck_assert_int_eq(access_log_open(path, format, &access_log, &bad), 0);
+    stop();
+    start(0, 0);
+}
+
+/* Waits, briefly, for `want` bytes in the log at `path`, which it reads
+ * into `written` (NUL-terminated) and removes; restarts the server
+ * without the log.  Returns the length read. */
+static size_t log_end(const char *path, char *written, size_t size, size_t want)
+{
+    size_t len = 0;
+    for (int tries = 0; tries < 200 && len < want; tries++) {
+        usleep(10000);
+        FILE *f = fopen(path, "r");
+        ck_assert_ptr_nonnull(f);
+        len = fread(written, 1, size - 1, f);
+        fclose(f);
+    }
+    written[len] = '\0';
+    unlink(path);
+    stop();
+    access_log_free(access_log);
+    access_log = NULL;
+    start(0, 0);
+    return len;
+}
 
 /* A log line longer than any fixed budget for it: a long format literal,
  * a long target, and a user agent whose every byte is escaped. */
 START_TEST(long_access_log_line_is_written_whole)
 {
-    char path[] = "/tmp/corral-http1-log-XXXXXX";
-    int tmp = mkstemp(path);
-    ck_assert_int_ge(tmp, 0);
-    close(tmp);
     static char format[4096], expected[8192];
     memset(format, '=', 3000);
     strcpy(format + 3000, "|$request_uri|$http_user_agent|");
-    const char *bad = NULL;
-    ck_assert_int_eq(access_log_open(path, format, &access_log, &bad), 0);
-    stop();
-    start(0, 0);
+    char path[] = "/tmp/corral-http1-log-XXXXXX";
+    log_start(path, format);
 
     char agent[301], request[1024];
     memset(agent, '"', 300);
@@ -689,23 +684,9 @@ START_TEST(long_access_log_line_is_written_whole)
     snprintf(expected + n, sizeof(expected) - (size_t)n, "|\n");
     /* The line is written just after the response: wait for it, briefly. */
     static char written[16384];
-    size_t len = 0;
-    for (int tries = 0; tries < 200 && (len == 0 || written[len - 1] != '\n'); tries++) {
-        usleep(10000);
-        FILE *f = fopen(path, "r");
-        ck_assert_ptr_nonnull(f);
-        len = fread(written, 1, sizeof(written) - 1, f);
-        fclose(f);
-    }
-    written[len] = '\0';
-    unlink(path);
+    size_t len = log_end(path, written, sizeof(written), strlen(expected));
     ck_assert_uint_eq(len, strlen(expected));
     ck_assert_str_eq(written, expected);
-
-    stop();
-    access_log_free(access_log);
-    access_log = NULL;
-    start(0, 0);
 }
 END_TEST
 
@@ -713,13 +694,7 @@ END_TEST
 START_TEST(access_log_names_the_protocol)
 {
     char path[] = "/tmp/corral-http1-log-XXXXXX";
-    int tmp = mkstemp(path);
-    ck_assert_int_ge(tmp, 0);
-    close(tmp);
-    const char *bad = NULL;
-    ck_assert_int_eq(access_log_open(path, "$request $status", &access_log, &bad), 0);
-    stop();
-    start(0, 0);
+    log_start(path, "$request $status");
 
     static const char *const requests[] = {
         "GET /exact HTTP/1.0\r\n\r\n",
@@ -735,24 +710,10 @@ START_TEST(access_log_names_the_protocol)
      * responses: wait for both, briefly. */
     const size_t expected_len = 2 * strlen("GET /exact HTTP/1.0 201\n");
     char written[256];
-    size_t len = 0;
-    for (int tries = 0; tries < 200 && len < expected_len; tries++) {
-        usleep(10000);
-        FILE *f = fopen(path, "r");
-        ck_assert_ptr_nonnull(f);
-        len = fread(written, 1, sizeof(written) - 1, f);
-        fclose(f);
-    }
-    written[len] = '\0';
-    unlink(path);
+    size_t len = log_end(path, written, sizeof(written), expected_len);
     ck_assert_uint_eq(len, expected_len);
     ck_assert_ptr_nonnull(strstr(written, "GET /exact HTTP/1.0 201\n"));
     ck_assert_ptr_nonnull(strstr(written, "GET /exact HTTP/1.1 201\n"));
-
-    stop();
-    access_log_free(access_log);
-    access_log = NULL;
-    start(0, 0);
 }
 END_TEST
 

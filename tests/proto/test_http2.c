@@ -1418,19 +1418,10 @@ START_TEST(field_over_64k_is_answered_431_whatever_the_limit)
 }
 END_TEST
 
-static TCase *new_case(Suite *suite, const char *name, double timeout_s)
-{
-    TCase *tc = tcase_create(name);
-    test_daemon_fixture(tc);
-    tcase_set_timeout(tc, timeout_s);
-    suite_add_tcase(suite, tc);
-    return tc;
-}
-
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/http2");
-    TCase *tc = new_case(suite, "basics", 30);
+    TCase *tc = test_daemon_case(suite, "basics", 30);
     tcase_add_test(tc, prior_knowledge_get_and_http1_on_the_same_port);
     tcase_add_test(tc, without_the_flag_a_preface_is_not_http2);
     tcase_add_test(tc, vhost_is_picked_by_authority);
@@ -1441,7 +1432,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, client_reset_is_counted);
     tcase_add_test(tc, alpn_h2_then_http1_request_line_is_not_answered);
 
-    tc = new_case(suite, "slowloris", 30);
+    tc = test_daemon_case(suite, "slowloris", 30);
     tcase_add_test(tc, partial_headers_frame_times_out);
     tcase_add_test(tc, header_block_without_end_times_out);
     tcase_add_test(tc, headers_frame_trickled_times_out);
@@ -1451,11 +1442,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, partial_frame_does_not_keep_an_idle_connection);
     tcase_add_test(tc, stalled_request_body_times_out);
 
-    tc = new_case(suite, "large fields", 30);
+    tc = test_daemon_case(suite, "large fields", 30);
     tcase_add_test(tc, megabyte_field_is_answered_431);
     tcase_add_test(tc, field_over_64k_is_answered_431_whatever_the_limit);
 
-    tc = new_case(suite, "streams", 60);
+    tc = test_daemon_case(suite, "streams", 60);
     tcase_add_test(tc, proxied_get_and_large_post);
     tcase_add_test(tc, tls_get_large_post_and_hundred_streams);
     tcase_add_test(tc, hundred_concurrent_streams_on_one_connection);

@@ -9,10 +9,8 @@
 #include "tests/daemon.h"
 #include "tests/helpers.h"
 
-#include <arpa/inet.h>
 #include <check.h>
 #include <errno.h>
-#include <netinet/in.h>
 #include <poll.h>
 #include <pthread.h>
 #include <signal.h>
@@ -246,17 +244,6 @@ START_TEST(delays_follow_the_rate)
 }
 END_TEST
 
-/* The connections d has open, as its /status counts them: the one that
- * asks among them. */
-static long connections_active(const struct test_daemon *d)
-{
-    char page[16384];
-    if (test_daemon_admin_get(d, "/status", page, sizeof(page)) != 200)
-        return -1;
-    const char *at = strstr(page, "\"connections_active\": ");
-    return at != NULL ? strtol(at + 22, NULL, 10) : -1;
-}
-
 /* A client that leaves while its request is delayed, its body half sent:
  * the daemon lets go of it at once, not when the delay (a minute) is
  * over, nor at the stop's drain timeout. */
@@ -269,17 +256,17 @@ START_TEST(client_gone_while_delayed)
               "  location / { limit_req zone=minute burst=5; return 200 ok; }\n}\n");
     ck_assert_uint_eq(get(d.port, "/", NULL, 0), 200);
     long active = -1, idle = 1; /* the one that asks */
-    test_wait_for((active = connections_active(&d)) == idle, TEST_WAIT_MS,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle, TEST_WAIT_MS,
                   "%ld connections, not %ld", active, idle);
     int fd = send_half_post(d.port, "/");
     const char *delayed = "corral_limit_req_requests_total{zone=\"minute\",result=\"delayed\"} ";
     test_wait_for(metric(&d, delayed) == 1, TEST_WAIT_MS, "the request was not delayed");
     /* One that asked before may still be closing: a count that is right
      * comes soon. */
-    test_wait_for((active = connections_active(&d)) == idle + 1, TEST_WAIT_MS,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle + 1, TEST_WAIT_MS,
                   "%ld connections, not %ld", active, idle + 1);
     close(fd);
-    test_wait_for((active = connections_active(&d)) == idle, 2000,
+    test_wait_for((active = test_daemon_connections_active(&d)) == idle, 2000,
                   "the delayed request's connection is still open: %ld", active);
     uint64_t stop_ms = test_now_ms();
     test_daemon_stop(&d);
@@ -380,13 +367,8 @@ static void *slow_main(void *arg)
 static void slow_start(struct slow_backend *b)
 {
     memset(b, 0, sizeof(*b));
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    b->fd = test_reserve_port(&b->port);
     ck_assert_int_eq(listen(b->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(b->fd, (struct sockaddr *)&addr, &len);
-    b->port = ntohs(addr.sin_port);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, slow_main, b), 0);
 }
 
@@ -542,13 +524,8 @@ static void record_start(struct record_backend *b)
 {
     memset(b, 0, sizeof(*b));
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    b->fd = test_reserve_port(&b->port);
     ck_assert_int_eq(listen(b->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(b->fd, (struct sockaddr *)&addr, &len);
-    b->port = ntohs(addr.sin_port);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, record_main, b), 0);
 }
 

@@ -763,7 +763,7 @@ static void start_proxy(struct test_daemon *d, const struct backend *b, const ch
  * settings.  What a case checked of its own daemon's exit is checked once
  * per group, by its last case (shared_daemon_stops_cleanly). */
 struct shared_slot {
-    const char *server, *location;
+    const char *server, *location; /* NULL: none */
 };
 
 #define SHARED_SLOTS 16
@@ -799,7 +799,8 @@ static void shared_start(const struct shared_slot *slots, int count)
                       "upstream b%d {\n    server 127.0.0.1:%d;\n    keepalive 8;\n}\n"
                       "server {\n    listen 127.0.0.1:%d;\n%s\n"
                       "    location / {\n        proxy_pass http://b%d;\n%s\n    }\n}\n",
-                      i, upstream_port, shared.ports[i], slots[i].server, i, slots[i].location);
+                      i, upstream_port, shared.ports[i], slots[i].server ? slots[i].server : "", i,
+                      slots[i].location ? slots[i].location : "");
     }
     ck_assert_int_lt(n, (int)sizeof(conf));
     test_write_file(shared.d.conf, conf);
@@ -946,6 +947,15 @@ static void response_free(struct response *resp)
     body_free(&resp->body);
 }
 
+/* Reads the next response on `r`, which must arrive whole, with `status`;
+ * free with response_free(). */
+static void read_status(struct reader *r, bool head_request, unsigned status, struct response *resp)
+{
+    ck_assert_msg(read_response(r, head_request, resp), "no whole response (%u expected):\n%s",
+                  status, resp->head);
+    ck_assert_uint_eq(resp->status, status);
+}
+
 /* Sends `request` on a new connection and reads the response. */
 static unsigned exchange(int port, const char *request, struct response *resp)
 {
@@ -1033,19 +1043,10 @@ enum {
     SLOT_EXPECT_100,
     SLOT_NO_100,
     SLOT_INTERIM,
+    CONFORMANCE_SLOTS
 };
-static const struct shared_slot conformance_slots[] = {
-    [SLOT_STATUS] = {"", ""},
-    [SLOT_KEEP_ALIVE] = {"", ""},
-    [SLOT_PIPELINED] = {"", ""},
-    [SLOT_CHUNKED_REQUEST] = {"", ""},
-    [SLOT_CHUNKED_RESPONSE] = {"", ""},
-    [SLOT_CLOSE_DELIMITED] = {"", ""},
-    [SLOT_HEAD] = {"", ""},
-    [SLOT_NO_BODY] = {"", ""},
-    [SLOT_EXPECT_100] = {"", ""},
-    [SLOT_NO_100] = {"", ""},
-    [SLOT_INTERIM] = {"proxy_read_timeout 2s;", ""},
+static const struct shared_slot conformance_slots[CONFORMANCE_SLOTS] = {
+    [SLOT_INTERIM] = {.server = "proxy_read_timeout 2s;"},
 };
 
 static void conformance_start(void)
@@ -1053,15 +1054,9 @@ static void conformance_start(void)
     shared_start(conformance_slots, COUNT(conformance_slots));
 }
 
-enum {
-    SLOT_RETRIED_POST,
-    SLOT_CLIENT_GONE,
-    SLOT_TRANSFER_CODING,
-};
-static const struct shared_slot failures_slots[] = {
-    [SLOT_RETRIED_POST] = {"", ""},
-    [SLOT_CLIENT_GONE] = {"", "proxy_read_timeout 120s;"},
-    [SLOT_TRANSFER_CODING] = {"", ""},
+enum { SLOT_RETRIED_POST, SLOT_CLIENT_GONE, SLOT_TRANSFER_CODING, FAILURES_SLOTS };
+static const struct shared_slot failures_slots[FAILURES_SLOTS] = {
+    [SLOT_CLIENT_GONE] = {.location = "proxy_read_timeout 120s;"},
 };
 
 static void failures_start(void)
@@ -1075,13 +1070,10 @@ enum {
     SLOT_RESPONSE_HEADERS,
     SLOT_TRAILER,
     SLOT_TUNNEL,
+    HEADERS_SLOTS
 };
-static const struct shared_slot headers_slots[] = {
-    [SLOT_FORWARDED_FOR] = {"", ""},
-    [SLOT_EMPTY_POST] = {"", ""},
-    [SLOT_RESPONSE_HEADERS] = {"", "        proxy_hide_header X-Secret;"},
-    [SLOT_TRAILER] = {"", ""},
-    [SLOT_TUNNEL] = {"", ""},
+static const struct shared_slot headers_slots[HEADERS_SLOTS] = {
+    [SLOT_RESPONSE_HEADERS] = {.location = "        proxy_hide_header X-Secret;"},
 };
 
 static void headers_start(void)
@@ -1138,8 +1130,7 @@ START_TEST(keep_alive_on_both_sides)
     for (int i = 0; i < 10; i++) {
         send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
         struct response resp;
-        ck_assert_msg(read_response(r, false, &resp), "request %d", i);
-        ck_assert_uint_eq(resp.status, 200);
+        read_status(r, false, 200, &resp);
         ck_assert_int_eq(header_find(resp.head, "Connection", NULL, 0), 0);
         ck_assert_str_eq(resp.body.data, "ok");
         response_free(&resp);
@@ -1176,8 +1167,7 @@ START_TEST(idle_pooled_connection_is_closed_after_keepalive_timeout)
         usleep(pause_ms[i] * 1000);
         send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
         struct response resp;
-        ck_assert_msg(read_response(r, false, &resp), "request %d", i);
-        ck_assert_uint_eq(resp.status, 200);
+        read_status(r, false, 200, &resp);
         response_free(&resp);
         ck_assert_msg(atomic_load(&b->connections) == connections_after[i],
                       "request %d: %u upstream connections", i, atomic_load(&b->connections));
@@ -1238,8 +1228,7 @@ START_TEST(chunked_request_body_arrives_intact)
     test_send_all(r->fd, rest, strlen(rest));
     for (int i = 0; i < 2; i++) {
         struct response resp;
-        ck_assert(read_response(r, false, &resp));
-        ck_assert_uint_eq(resp.status, 200);
+        read_status(r, false, 200, &resp);
         response_free(&resp);
     }
     client_close(r);
@@ -1269,8 +1258,7 @@ START_TEST(chunked_response_arrives_intact)
     for (int i = 0; i < 2; i++) {
         send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
         struct response resp;
-        ck_assert(read_response(r, false, &resp));
-        ck_assert_uint_eq(resp.status, 200);
+        read_status(r, false, 200, &resp);
         ck_assert_uint_eq(resp.body.len, 100000);
         ck_assert(resp.body.hash == pattern_hash(100000));
         response_free(&resp);
@@ -1320,14 +1308,12 @@ START_TEST(head_has_no_body_and_keeps_content_length)
     struct reader *r = client_connect(d.port);
     send_str(r->fd, "HEAD / HTTP/1.1\r\nHost: test\r\n\r\n");
     struct response resp;
-    ck_assert(read_response(r, true, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, true, 200, &resp);
     ck_assert_str_eq(header_one(resp.head, "Content-Length"), "1234");
     response_free(&resp);
     /* No body bytes follow the head: the next response starts right away. */
     send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     ck_assert_uint_eq(resp.body.len, 1234);
     response_free(&resp);
     client_close(r);
@@ -1386,8 +1372,7 @@ START_TEST(expect_100_continue)
     ck_assert_str_eq(interim, "HTTP/1.1 100 Continue\r\n\r\n");
     send_str(r->fd, "hello world");
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200); /* not the backend's 100 */
+    read_status(r, false, 200, &resp); /* not the backend's 100 */
     ck_assert_str_eq(resp.body.data, "ok");
     response_free(&resp);
     client_close(r);
@@ -1414,8 +1399,7 @@ START_TEST(no_100_continue_for_http_1_0)
     ck_assert_msg(!test_answers_within(r->fd, 500), "an HTTP/1.0 client got an answer early");
     send_str(r->fd, "hello world");
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     ck_assert_str_eq(resp.body.data, "ok");
     response_free(&resp);
     client_close(r);
@@ -1468,8 +1452,7 @@ START_TEST(ten_megabyte_bodies_stream_intact)
     test_send_all(r->fd, head, strlen(head));
     ck_assert(send_pattern(r->fd, size));
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     ck_assert_uint_eq(resp.body.len, size);
     ck_assert(resp.body.hash == pattern_hash(size));
     response_free(&resp);
@@ -1572,8 +1555,7 @@ START_TEST(hundred_megabyte_upload_in_bounded_memory)
         peak = now > peak ? now : peak;
     }
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     response_free(&resp);
     client_close(r);
     ck_assert_uint_eq(backend_request(b, 0)->body.len, size);
@@ -1800,8 +1782,7 @@ START_TEST(response_headers_are_rewritten)
     for (int i = 0; i < 2; i++) {
         send_str(r->fd, "GET / HTTP/1.1\r\nHost: test\r\n\r\n");
         struct response resp;
-        ck_assert(read_response(r, false, &resp));
-        ck_assert_uint_eq(resp.status, 200);
+        read_status(r, false, 200, &resp);
         ck_assert_str_eq(header_one(resp.head, "X-Visible"), "v");
         ck_assert_str_eq(header_one(resp.head, "X-Backend"), "a");
         ck_assert_str_eq(header_one(resp.head, "Server"), "corral");
@@ -1853,8 +1834,7 @@ START_TEST(proxy_redirect_rewrites_location_and_refresh)
         snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: Test\r\n\r\n", cases[i].path);
         send_str(r->fd, request);
         struct response resp;
-        ck_assert(read_response(r, false, &resp));
-        ck_assert_uint_eq(resp.status, 200);
+        read_status(r, false, 200, &resp);
         ck_assert_str_eq(header_one(resp.head, "Location"), cases[i].location);
         ck_assert_str_eq(header_one(resp.head, "Refresh"), cases[i].refresh);
         ck_assert_str_eq(header_one(resp.head, "Content-Location"), "http://b/two/c");
@@ -2766,37 +2746,33 @@ static void run_gets(int port, int count)
         ck_assert_uint_eq(get(port, "/"), 200);
 }
 
-START_TEST(round_robin_splits_evenly)
+/* 100 GETs through start_pair()'s two backends: the first takes from
+ * `least` to `most` of them. */
+static void split_of_100(const char *one_params, const char *extra, size_t least, size_t most)
 {
     struct backend *one = backend_new("one"), *two = backend_new("two");
     backend_start(one);
     backend_start(two);
     struct test_daemon d;
-    start_pair(&d, one, two, 2, "", "    balance round_robin;");
+    start_pair(&d, one, two, 2, one_params, extra);
     run_gets(d.port, 100);
     size_t a = backend_request_count(one), c = backend_request_count(two);
     ck_assert_uint_eq(a + c, 100);
-    ck_assert_msg(a >= 40 && a <= 60, "split %zu/%zu", a, c);
+    ck_assert_msg(a >= least && a <= most, "split %zu/%zu", a, c);
     test_daemon_stop(&d);
     backend_free(one);
     backend_free(two);
+}
+
+START_TEST(round_robin_splits_evenly)
+{
+    split_of_100("", "    balance round_robin;", 40, 60);
 }
 END_TEST
 
 START_TEST(weights_three_to_one)
 {
-    struct backend *one = backend_new("one"), *two = backend_new("two");
-    backend_start(one);
-    backend_start(two);
-    struct test_daemon d;
-    start_pair(&d, one, two, 2, " weight=3", "");
-    run_gets(d.port, 100);
-    size_t a = backend_request_count(one), c = backend_request_count(two);
-    ck_assert_uint_eq(a + c, 100);
-    ck_assert_msg(a >= 65 && a <= 85, "split %zu/%zu", a, c);
-    test_daemon_stop(&d);
-    backend_free(one);
-    backend_free(two);
+    split_of_100(" weight=3", "", 65, 85);
 }
 END_TEST
 
@@ -2946,8 +2922,7 @@ START_TEST(locations_share_an_upstream_and_keep_their_timeouts)
         snprintf(request, sizeof(request), "GET %s HTTP/1.1\r\nHost: test\r\n\r\n", paths[i]);
         send_str(r->fd, request);
         struct response resp;
-        ck_assert_msg(read_response(r, false, &resp), "request %d", i);
-        ck_assert_uint_eq(resp.status, 200);
+        read_status(r, false, 200, &resp);
         response_free(&resp);
     }
     client_close(r);
@@ -3019,6 +2994,36 @@ static int deleted_files_under(pid_t pid, const char *dir)
     return count;
 }
 
+/* A new directory for the request bodies, under the case's: `dir`, of
+ * PATH_MAX bytes. */
+static void bodies_dir(char *dir)
+{
+    snprintf(dir, PATH_MAX, "%s/bodies", test_daemon_dir());
+    ck_assert_int_eq(mkdir(dir, 0700), 0);
+}
+
+/* A location's lines that buffer request bodies, past `buffer_size` in
+ * files under `dir`. */
+static void buffering_location(char *location, size_t size, const char *buffer_size,
+                               const char *dir)
+{
+    int n = snprintf(location, size,
+                     "        proxy_request_buffering on;\n        client_body_buffer_size %s;\n"
+                     "        client_body_temp_path %s;",
+                     buffer_size, dir);
+    ck_assert(n > 0 && (size_t)n < size);
+}
+
+/* start_proxy() to `b` (started) with `server`'s lines, buffering request
+ * bodies past `buffer_size` in files under `dir`. */
+static void start_buffering(struct test_daemon *d, const struct backend *b, const char *server,
+                            const char *buffer_size, const char *dir)
+{
+    char location[PATH_MAX + 128];
+    buffering_location(location, sizeof(location), buffer_size, dir);
+    start_proxy(d, b, server, location);
+}
+
 /* Entries in `dir` besides . and .. */
 static int dir_entries(const char *dir)
 {
@@ -3047,8 +3052,7 @@ START_TEST(buffered_slow_upload_holds_no_backend_connection)
     }
     send_str(r->fd, "world");
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     response_free(&resp);
     client_close(r);
     const struct backend_request *got = backend_request(b, 0);
@@ -3098,15 +3102,10 @@ START_TEST(buffered_body_beyond_the_buffer_goes_to_an_unlinked_file)
     const uint64_t size = 3 * MB + 17;
     struct backend *b = backend_new("a");
     backend_start(b);
-    char dir[PATH_MAX], location[PATH_MAX + 128];
-    snprintf(dir, sizeof(dir), "%s/bodies", test_daemon_dir());
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
-    snprintf(location, sizeof(location),
-             "        proxy_request_buffering on;\n        client_body_buffer_size 4k;\n"
-             "        client_body_temp_path %s;",
-             dir);
+    char dir[PATH_MAX];
+    bodies_dir(dir);
     struct test_daemon d;
-    start_proxy(&d, b, "    client_max_body_size 0;", location);
+    start_buffering(&d, b, "    client_max_body_size 0;", "4k", dir);
     struct reader *r = client_connect(d.port);
     char head[128];
     snprintf(head, sizeof(head), "POST /big HTTP/1.1\r\nHost: test\r\nContent-Length: %llu\r\n\r\n",
@@ -3123,8 +3122,7 @@ START_TEST(buffered_body_beyond_the_buffer_goes_to_an_unlinked_file)
         ck_assert(send_quiet(r->fd, pattern_at(off), n));
     }
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     response_free(&resp);
     client_close(r);
     const struct backend_request *got = backend_request(b, 0);
@@ -3143,15 +3141,10 @@ START_TEST(buffered_body_file_goes_when_the_client_does)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    char dir[PATH_MAX], location[PATH_MAX + 128];
-    snprintf(dir, sizeof(dir), "%s/bodies", test_daemon_dir());
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
-    snprintf(location, sizeof(location),
-             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
-             "        client_body_temp_path %s;",
-             dir);
+    char dir[PATH_MAX];
+    bodies_dir(dir);
     struct test_daemon d;
-    start_proxy(&d, b, "", location);
+    start_buffering(&d, b, "", "1k", dir);
     struct reader *r = client_connect(d.port);
     send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 100000\r\n\r\n");
     ck_assert(send_pattern(r->fd, 50000));
@@ -3172,13 +3165,10 @@ START_TEST(buffered_body_without_a_file_gives_500)
 {
     struct backend *b = backend_new("a");
     backend_start(b);
-    char location[PATH_MAX + 128];
-    snprintf(location, sizeof(location),
-             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
-             "        client_body_temp_path %s/missing;",
-             test_daemon_dir());
+    char missing[PATH_MAX];
+    snprintf(missing, sizeof(missing), "%s/missing", test_daemon_dir());
     struct test_daemon d;
-    start_proxy(&d, b, "", location);
+    start_buffering(&d, b, "", "1k", missing);
     struct reader *r = client_connect(d.port);
     send_str(r->fd, "POST / HTTP/1.1\r\nHost: test\r\nContent-Length: 5000\r\n\r\n");
     send_pattern(r->fd, 5000);
@@ -3211,12 +3201,8 @@ START_TEST(buffered_body_file_goes_when_the_backend_fails)
     struct backend *dead = backend_new("dead");
     int reserved = test_reserve_port(&dead->port);
     char dir[PATH_MAX], location[PATH_MAX + 128], upstream[256];
-    snprintf(dir, sizeof(dir), "%s/bodies", test_daemon_dir());
-    ck_assert_int_eq(mkdir(dir, 0700), 0);
-    snprintf(location, sizeof(location),
-             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
-             "        client_body_temp_path %s;",
-             dir);
+    bodies_dir(dir);
+    buffering_location(location, sizeof(location), "1k", dir);
     for (int i = 0; i < 2; i++) {
         snprintf(upstream, sizeof(upstream), "    server 127.0.0.1:%d;",
                  i == 0 ? dead->port : b->port);
@@ -3329,13 +3315,9 @@ START_TEST(buffered_body_from_an_http2_client)
     struct backend *b = backend_new("a");
     backend_start(b);
     listen_params = " http2";
-    char location[PATH_MAX + 128], file[PATH_MAX];
-    snprintf(location, sizeof(location),
-             "        proxy_request_buffering on;\n        client_body_buffer_size 1k;\n"
-             "        client_body_temp_path %s;",
-             test_daemon_dir());
+    char file[PATH_MAX];
     struct test_daemon d;
-    start_proxy(&d, b, "    client_max_body_size 0;", location);
+    start_buffering(&d, b, "    client_max_body_size 0;", "1k", test_daemon_dir());
     snprintf(file, sizeof(file), "%s/upload", test_daemon_dir());
     FILE *f = fopen(file, "w");
     ck_assert_ptr_nonnull(f);
@@ -3648,8 +3630,7 @@ START_TEST(malformed_request_after_a_valid_one_is_not_forwarded)
                            "0\r\n\r\nGET /smuggled HTTP/1.1\r\n" H "\r\n";
     send_quiet(r->fd, requests, strlen(requests));
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     response_free(&resp);
     read_response(r, false, &resp);
     ck_assert_uint_eq(resp.status, 400);
@@ -3682,8 +3663,7 @@ START_TEST(request_inside_a_body_stays_body)
              strlen(inner), inner);
     test_send_all(r->fd, request, strlen(request));
     struct response resp;
-    ck_assert(read_response(r, false, &resp));
-    ck_assert_uint_eq(resp.status, 200);
+    read_status(r, false, 200, &resp);
     response_free(&resp);
     client_close(r);
     ck_assert_uint_eq(backend_request_count(b), 1);
@@ -3751,22 +3731,12 @@ START_TEST(server_timing_times_the_upstream)
 }
 END_TEST
 
-/* A test case group with the daemon fixture and a timeout, added to `suite`. */
-static TCase *new_case(Suite *suite, const char *name, double timeout_s)
-{
-    TCase *tc = tcase_create(name);
-    test_daemon_fixture(tc);
-    tcase_set_timeout(tc, timeout_s);
-    suite_add_tcase(suite, tc);
-    return tc;
-}
-
 Suite *test_suite(void)
 {
     pattern_init();
     Suite *suite = suite_create("proto/proxy");
 
-    TCase *tc = new_case(suite, "conformance", 30);
+    TCase *tc = test_daemon_case(suite, "conformance", 30);
     tcase_add_unchecked_fixture(tc, conformance_start, shared_stop);
     tcase_add_test(tc, status_headers_and_body_pass_through);
     tcase_add_test(tc, proxy_redirect_rewrites_location_and_refresh);
@@ -3790,7 +3760,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, hundred_megabyte_upload_in_bounded_memory);
     tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
-    tc = new_case(suite, "headers", 20);
+    tc = test_daemon_case(suite, "headers", 20);
     tcase_add_unchecked_fixture(tc, headers_start, shared_stop);
     tcase_add_test(tc, request_headers_are_rewritten);
     tcase_add_test(tc, via_is_appended_to_an_existing_one);
@@ -3803,14 +3773,14 @@ Suite *test_suite(void)
     tcase_add_test(tc, upgrade_becomes_a_tunnel);
     tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
-    tc = new_case(suite, "upgrades", 20);
+    tc = test_daemon_case(suite, "upgrades", 20);
     tcase_add_test(tc, h2c_upgrade_is_not_forwarded);
     tcase_add_test(tc, only_allowed_upgrades_are_forwarded);
     tcase_add_test(tc, http2_settings_alone_is_not_forwarded);
     tcase_add_test(tc, unforwarded_upgrade_gets_no_101);
     tcase_add_test(tc, h2c_upgrade_on_an_http2_listener_is_ignored);
 
-    tc = new_case(suite, "failures", 20);
+    tc = test_daemon_case(suite, "failures", 20);
     tcase_add_unchecked_fixture(tc, failures_start, shared_stop);
     tcase_add_test(tc, upstream_down_gives_502);
     tcase_add_loop_test(tc, slow_upstream_gives_504, 0, COUNT(never_answers));
@@ -3829,18 +3799,18 @@ Suite *test_suite(void)
     tcase_add_test(tc, reload_does_not_wait_for_idle_upstream_connections);
     tcase_add_test(tc, shared_daemon_stops_cleanly); /* the last */
 
-    tc = new_case(suite, "balancing", 20);
+    tc = test_daemon_case(suite, "balancing", 20);
     tcase_add_test(tc, round_robin_splits_evenly);
     tcase_add_test(tc, weights_three_to_one);
     tcase_add_test(tc, least_conn_avoids_the_busy_backend);
     tcase_add_test(tc, hash_keeps_a_client_on_one_backend);
 
-    tc = new_case(suite, "health", 20);
+    tc = test_daemon_case(suite, "health", 20);
     tcase_add_test(tc, failed_server_is_skipped_then_comes_back);
     tcase_add_test(tc, post_is_retried_when_the_connect_fails);
     tcase_add_test(tc, locations_share_an_upstream_and_keep_their_timeouts);
 
-    tc = new_case(suite, "buffering", 30);
+    tc = test_daemon_case(suite, "buffering", 30);
     tcase_add_test(tc, buffered_slow_upload_holds_no_backend_connection);
     tcase_add_test(tc, buffered_chunked_body_goes_with_its_length);
     tcase_add_test(tc, buffered_body_beyond_the_buffer_goes_to_an_unlinked_file);
@@ -3851,7 +3821,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, buffered_body_is_sent_again_to_the_next_server);
     tcase_add_test(tc, buffered_body_from_an_http2_client);
 
-    tc = new_case(suite, "smuggling", 60);
+    tc = test_daemon_case(suite, "smuggling", 60);
     tcase_add_test(tc, malformed_requests_are_refused_before_the_backend);
     tcase_add_test(tc, malformed_request_after_a_valid_one_is_not_forwarded);
     tcase_add_test(tc, request_inside_a_body_stays_body);

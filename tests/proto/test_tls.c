@@ -1375,6 +1375,15 @@ static void replace_pair(const char *from_pem, const char *from_key, const char 
     ck_assert_int_eq(system(command), 0);
 }
 
+/* The case's live.pem and live.key, into which certs/FROM's pair is
+ * copied: their paths in `pem` and `key`, PATH_MAX bytes each. */
+static void live_pair(const char *from_pem, const char *from_key, char *pem, char *key)
+{
+    test_daemon_file(pem, PATH_MAX, "live.pem");
+    test_daemon_file(key, PATH_MAX, "live.key");
+    replace_pair(from_pem, from_key, pem, key);
+}
+
 /* The serial of the certificate a new connection gets. */
 static long served_serial(int port)
 {
@@ -1408,9 +1417,7 @@ static bool serial_becomes(int port, long want)
 START_TEST(changed_certificate_files_serve_without_a_reload)
 {
     char pem[PATH_MAX], key[PATH_MAX];
-    test_daemon_file(pem, sizeof(pem), "live.pem");
-    test_daemon_file(key, sizeof(key), "live.key");
-    replace_pair("default.pem", "default.key", pem, key);
+    live_pair("default.pem", "default.key", pem, key);
     struct test_daemon d;
     start(&d, "corral",
           "workers 2;\n" ADMIN "server {\n    listen 127.0.0.1:0 tls;\n"
@@ -1494,24 +1501,37 @@ static const struct {
      COUNT(default_verifies)},
 };
 
+/* Appends at `conf` + `*n` (`size` bytes in all) two server blocks on
+ * 127.0.0.1:`port` for SNI to pick from: default.test, the default
+ * server, with the lines `default_lines`, and a.test with `a_lines`. */
+static void sni_servers(char *conf, size_t size, int *n, int port, const char *default_lines,
+                        const char *a_lines)
+{
+    *n += snprintf(conf + *n, size - (size_t)*n,
+                   "server {\n"
+                   "    listen 127.0.0.1:%d tls default_server;\n"
+                   "    server_name default.test;\n" DEFAULT_CERT "%s"
+                   "    location / { return 200 \"default\"; }\n"
+                   "}\n"
+                   "server {\n"
+                   "    listen 127.0.0.1:%d tls;\n"
+                   "    server_name a.test;\n"
+                   "    tls_certificate certs/a.pem;\n"
+                   "    tls_certificate_key certs/a.key;\n%s"
+                   "    location / { return 200 \"a\"; }\n"
+                   "}\n",
+                   port, default_lines, port, a_lines);
+    ck_assert_int_lt(*n, (int)size);
+}
+
 static void start_sni_verify(struct test_daemon *d, const char *default_verify,
                              const char *a_verify)
 {
     int port = free_port();
-    start(d, "corral",
-          "workers 1;\n" ADMIN "server {\n"
-          "    listen 127.0.0.1:%d tls default_server;\n"
-          "    server_name default.test;\n" DEFAULT_CERT "%s"
-          "    location / { return 200 \"default\"; }\n"
-          "}\n"
-          "server {\n"
-          "    listen 127.0.0.1:%d tls;\n"
-          "    server_name a.test;\n"
-          "    tls_certificate certs/a.pem;\n"
-          "    tls_certificate_key certs/a.key;\n%s"
-          "    location / { return 200 \"a\"; }\n"
-          "}\n",
-          port, default_verify, port, a_verify);
+    char conf[4096];
+    int n = snprintf(conf, sizeof(conf), "workers 1;\n" ADMIN);
+    sni_servers(conf, sizeof(conf), &n, port, default_verify, a_verify);
+    start(d, "corral", "%s", conf);
     ck_assert_int_eq(d->port, port);
 }
 
@@ -1524,23 +1544,9 @@ static void start_sni_verify_all(struct test_daemon *d, int *ports)
     int n = snprintf(conf, sizeof(conf), "workers 1;\n" ADMIN);
     for (int i = 0; i < COUNT(sni_verify_configs); i++) {
         ports[i] = free_port();
-        n += snprintf(conf + n, sizeof(conf) - (size_t)n,
-                      "server {\n"
-                      "    listen 127.0.0.1:%d tls default_server;\n"
-                      "    server_name default.test;\n" DEFAULT_CERT "%s"
-                      "    location / { return 200 \"default\"; }\n"
-                      "}\n"
-                      "server {\n"
-                      "    listen 127.0.0.1:%d tls;\n"
-                      "    server_name a.test;\n"
-                      "    tls_certificate certs/a.pem;\n"
-                      "    tls_certificate_key certs/a.key;\n%s"
-                      "    location / { return 200 \"a\"; }\n"
-                      "}\n",
-                      ports[i], sni_verify_configs[i].default_verify, ports[i],
-                      sni_verify_configs[i].a_verify);
+        sni_servers(conf, sizeof(conf), &n, ports[i], sni_verify_configs[i].default_verify,
+                    sni_verify_configs[i].a_verify);
     }
-    ck_assert_int_lt(n, (int)sizeof(conf));
     start(d, "corral", "%s", conf);
 }
 
@@ -1610,21 +1616,14 @@ START_TEST(sni_picks_the_server_blocks_protocols_and_ciphers)
 {
     struct test_daemon d;
     int port = free_port();
+    char conf[4096];
+    int n = snprintf(conf, sizeof(conf), "workers 1;\n" ADMIN);
+    sni_servers(conf, sizeof(conf), &n, port,
+                "    tls_protocols TLSv1.3;\n"
+                "    tls_ciphersuites TLS_CHACHA20_POLY1305_SHA256;\n",
+                "    tls_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;\n");
     start(&d, "corral",
-          "workers 1;\n" ADMIN "server {\n"
-          "    listen 127.0.0.1:%d tls default_server;\n"
-          "    server_name default.test;\n" DEFAULT_CERT "    tls_protocols TLSv1.3;\n"
-          "    tls_ciphersuites TLS_CHACHA20_POLY1305_SHA256;\n"
-          "    location / { return 200 \"default\"; }\n"
-          "}\n"
-          "server {\n"
-          "    listen 127.0.0.1:%d tls;\n"
-          "    server_name a.test;\n"
-          "    tls_certificate certs/a.pem;\n"
-          "    tls_certificate_key certs/a.key;\n"
-          "    tls_ciphers ECDHE-ECDSA-AES128-GCM-SHA256;\n"
-          "    location / { return 200 \"a\"; }\n"
-          "}\n"
+          "%s"
           "server {\n"
           "    listen 127.0.0.1:%d tls;\n"
           "    server_name *.b.test;\n"
@@ -1633,7 +1632,7 @@ START_TEST(sni_picks_the_server_blocks_protocols_and_ciphers)
           "    tls_protocols TLSv1.2;\n"
           "    location / { return 200 \"b\"; }\n"
           "}\n",
-          port, port, port);
+          conf, port);
     static const struct {
         const char *sni;
         int version;
@@ -1941,6 +1940,19 @@ static const char stapling_conf[] = "workers 2;\n" ADMIN "tls_stapling on;\n"
                                     "    location / { return 200 \"unreachable\"; }\n"
                                     "}\n";
 
+/* What openssl s_client -status tells of ocsp.test on `port`, into `out`:
+ * its staple must say "good". */
+static void openssl_status_good(int port, char *out, size_t size)
+{
+    char command[512];
+    snprintf(command, sizeof(command),
+             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
+             "</dev/null 2>&1",
+             port);
+    test_run(command, out, size);
+    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+}
+
 START_TEST(ocsp_responses_are_fetched_and_stapled)
 {
     int port = free_port(), responder = free_port();
@@ -1968,13 +1980,8 @@ START_TEST(ocsp_responses_are_fetched_and_stapled)
     tls_close(&t);
 
     /* openssl s_client -status sees it too. */
-    char command[512], out[16384];
-    snprintf(command, sizeof(command),
-             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
-             "</dev/null 2>&1",
-             d.port);
-    test_run(command, out, sizeof(out));
-    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    char out[16384];
+    openssl_status_good(d.port, out, sizeof(out));
 
     ocsp_responder_stop(pid);
     char conf[4096];
@@ -2027,9 +2034,7 @@ static struct stapled stapled_serials(int port)
 START_TEST(a_watched_certificate_is_stapled_without_a_reload)
 {
     char pem[PATH_MAX], key[PATH_MAX];
-    test_daemon_file(pem, sizeof(pem), "live.pem");
-    test_daemon_file(key, sizeof(key), "live.key");
-    replace_pair("ocsp.pem", "ocsp.key", pem, key);
+    live_pair("ocsp.pem", "ocsp.key", pem, key);
     int port = free_port(), responder = free_port();
     pid_t pid = ocsp_responder_start(responder, OCSP_INDEX);
     struct test_daemon d;
@@ -2068,13 +2073,8 @@ START_TEST(a_watched_certificate_is_stapled_without_a_reload)
     ck_assert_int_ge(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 2), 2);
 
     /* openssl s_client -status sees it too. */
-    char command[512], out[16384];
-    snprintf(command, sizeof(command),
-             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
-             "</dev/null 2>&1",
-             d.port);
-    test_run(command, out, sizeof(out));
-    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    char out[16384];
+    openssl_status_good(d.port, out, sizeof(out));
     ck_assert_msg(strstr(out, "Serial Number: 0C") != NULL, "%s", out);
     test_daemon_stop(&d);
     ocsp_responder_stop(pid);
@@ -2123,13 +2123,8 @@ START_TEST(must_staple_certificates_are_stapled_without_tls_stapling)
     ck_assert_int_eq(stapled_status(d.port, "a.test"), -1);
     ck_assert_int_eq(metric_becomes(&d, OCSP_FETCHES, "result=\"ok\"", 1), 1);
 
-    char command[512], out[16384];
-    snprintf(command, sizeof(command),
-             "openssl s_client -connect 127.0.0.1:%d -servername ocsp.test -status "
-             "</dev/null 2>&1",
-             d.port);
-    test_run(command, out, sizeof(out));
-    ck_assert_msg(strstr(out, "Cert Status: good") != NULL, "%s", out);
+    char out[16384];
+    openssl_status_good(d.port, out, sizeof(out));
 
     ocsp_responder_stop(pid);
     test_sleep_ms(20); /* a new modification time for the watch */

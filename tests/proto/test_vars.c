@@ -15,6 +15,7 @@
 #include <limits.h>
 #include <netinet/in.h>
 #include <pthread.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -341,13 +342,8 @@ static void backend_start(struct backend *b, unsigned status)
     memset(b, 0, sizeof(*b));
     b->status = status;
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
+    b->fd = test_reserve_port(&b->port);
     ck_assert_int_eq(listen(b->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(b->fd, (struct sockaddr *)&addr, &len);
-    b->port = ntohs(addr.sin_port);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
 }
 
@@ -358,15 +354,14 @@ static void backend_stop(struct backend *b)
     close(b->fd);
 }
 
-/* The value of header `name` in the backend's last request head ("" if
+/* The value of header `name` in the head that begins `text` ("" if
  * none), and whether there was one. */
-static bool backend_header(struct backend *b, const char *name, char *value, size_t size)
+static bool head_header(const char *text, const char *name, char *value, size_t size)
 {
-    pthread_mutex_lock(&b->lock);
-    bool found = false;
     value[0] = '\0';
     size_t n = strlen(name);
-    for (const char *line = strstr(b->head, "\r\n"); line != NULL && line[2] != '\r';
+    const char *end = strstr(text, "\r\n\r\n");
+    for (const char *line = strstr(text, "\r\n"); line != NULL && line < end;
          line = strstr(line + 2, "\r\n")) {
         const char *p = line + 2;
         if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
@@ -374,10 +369,18 @@ static bool backend_header(struct backend *b, const char *name, char *value, siz
             while (*p == ' ')
                 p++;
             snprintf(value, size, "%.*s", (int)strcspn(p, "\r"), p);
-            found = true;
-            break;
+            return true;
         }
     }
+    return false;
+}
+
+/* The value of header `name` in the backend's last request head ("" if
+ * none), and whether there was one. */
+static bool backend_header(struct backend *b, const char *name, char *value, size_t size)
+{
+    pthread_mutex_lock(&b->lock);
+    bool found = head_header(b->head, name, value, size);
     pthread_mutex_unlock(&b->lock);
     return found;
 }
@@ -398,31 +401,28 @@ static unsigned request(int port, const char *text, char *response, size_t size)
     return status;
 }
 
-/* The value of header `name` in a response ("" if none); whether found. */
-static bool response_header(const char *response, const char *name, char *value, size_t size)
-{
-    value[0] = '\0';
-    size_t n = strlen(name);
-    const char *end = strstr(response, "\r\n\r\n");
-    for (const char *line = strstr(response, "\r\n"); line != NULL && line < end;
-         line = strstr(line + 2, "\r\n")) {
-        const char *p = line + 2;
-        if (strncasecmp(p, name, n) == 0 && p[n] == ':') {
-            p += n + 1;
-            while (*p == ' ')
-                p++;
-            snprintf(value, size, "%.*s", (int)strcspn(p, "\r"), p);
-            return true;
-        }
-    }
-    return false;
-}
-
 static void start(struct test_daemon *d, const char *text)
 {
     test_daemon_init(d, "corral");
     test_daemon_write_config(d, text);
     test_daemon_start(d);
+}
+
+/* What every config here begins with: one worker and the admin listener. */
+#define CONF_HEAD "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
+
+/* start() with CONF_HEAD, then the rest of the config, printf-style. */
+__attribute__((format(printf, 2, 3))) static void start_with(struct test_daemon *d,
+                                                             const char *format, ...)
+{
+    char conf[PATH_MAX + 8192] = CONF_HEAD;
+    size_t used = strlen(conf);
+    va_list ap;
+    va_start(ap, format);
+    int n = vsnprintf(conf + used, sizeof(conf) - used, format, ap);
+    va_end(ap);
+    ck_assert(n >= 0 && (size_t)n < sizeof(conf) - used);
+    start(d, conf);
 }
 
 /* ----------------------------------------------------------- through corral */
@@ -434,22 +434,21 @@ START_TEST(proxy_set_header_sends_values)
     struct test_daemon d;
     char conf[4096];
     snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "map $http_x_kind $kind_name { default other; web W; ~^api- API; }\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  location / {\n    proxy_pass http://127.0.0.1:%d;\n"
-             "    proxy_set_header X-Real-IP $remote_addr;\n"
-             "    proxy_set_header X-Both \"$scheme://$host$request_uri\";\n"
-             "    proxy_set_header X-Method $request_method;\n"
-             "    proxy_set_header X-Arg $arg_a;\n"
-             "    proxy_set_header X-Cookie $cookie_sid;\n"
-             "    proxy_set_header X-UA $http_user_agent;\n"
-             "    proxy_set_header X-Request-Id $request_id;\n"
-             "    proxy_set_header X-Empty $http_not_sent;\n"
-             "    proxy_set_header X-Ports \"$server_addr:$server_port $remote_port\";\n"
-             "    proxy_set_header X-Kind $kind_name;\n"
-             "    proxy_set_header X-Literal \"a$ b\";\n"
-             "  }\n}\n",
+             CONF_HEAD "map $http_x_kind $kind_name { default other; web W; ~^api- API; }\n"
+                       "server {\n  listen 127.0.0.1:0;\n"
+                       "  location / {\n    proxy_pass http://127.0.0.1:%d;\n"
+                       "    proxy_set_header X-Real-IP $remote_addr;\n"
+                       "    proxy_set_header X-Both \"$scheme://$host$request_uri\";\n"
+                       "    proxy_set_header X-Method $request_method;\n"
+                       "    proxy_set_header X-Arg $arg_a;\n"
+                       "    proxy_set_header X-Cookie $cookie_sid;\n"
+                       "    proxy_set_header X-UA $http_user_agent;\n"
+                       "    proxy_set_header X-Request-Id $request_id;\n"
+                       "    proxy_set_header X-Empty $http_not_sent;\n"
+                       "    proxy_set_header X-Ports \"$server_addr:$server_port $remote_port\";\n"
+                       "    proxy_set_header X-Kind $kind_name;\n"
+                       "    proxy_set_header X-Literal \"a$ b\";\n"
+                       "  }\n}\n",
              b.port);
     /* "a$ b" is refused: start with a literal instead, after checking so. */
     test_daemon_init(&d, "corral");
@@ -515,19 +514,18 @@ END_TEST
 START_TEST(return_evaluates_its_text)
 {
     struct test_daemon d;
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0;\n"
-              "  location /old { return 301 https://$host$request_uri; }\n"
-              "  location /text { return 200 \"hello $arg_name from $remote_addr\\n\"; }\n"
-              "  location /plain { return 200 \"no variables\"; }\n"
-              "}\n");
+    start_with(&d, "server {\n  listen 127.0.0.1:0;\n"
+                   "  location /old { return 301 https://$host$request_uri; }\n"
+                   "  location /text { return 200 \"hello $arg_name from $remote_addr\\n\"; }\n"
+                   "  location /plain { return 200 \"no variables\"; }\n"
+                   "}\n");
     char response[4096], value[512];
     ck_assert_uint_eq(request(d.port,
                               "GET /old/x?y=1 HTTP/1.1\r\nHost: Site.Example\r\n"
                               "Connection: close\r\n\r\n",
                               response, sizeof(response)),
                       301);
-    response_header(response, "Location", value, sizeof(value));
+    head_header(response, "Location", value, sizeof(value));
     ck_assert_str_eq(value, "https://site.example/old/x?y=1");
     ck_assert_uint_eq(request(d.port,
                               "GET /text?name=Ann HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
@@ -547,20 +545,19 @@ END_TEST
 START_TEST(host_falls_back_to_the_server_name)
 {
     struct test_daemon d;
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0;\n  server_name site.example www.site.example;\n"
-              "  location /old { return 301 https://$host$request_uri; }\n"
-              "}\n");
+    start_with(&d, "server {\n  listen 127.0.0.1:0;\n  server_name site.example www.site.example;\n"
+                   "  location /old { return 301 https://$host$request_uri; }\n"
+                   "}\n");
     char response[4096], value[512];
     ck_assert_uint_eq(request(d.port, "GET /old/x HTTP/1.0\r\n\r\n", response, sizeof(response)),
                       301);
-    response_header(response, "Location", value, sizeof(value));
+    head_header(response, "Location", value, sizeof(value));
     ck_assert_str_eq(value, "https://site.example/old/x");
     /* A Host still wins. */
     ck_assert_uint_eq(request(d.port, "GET /old/y HTTP/1.0\r\nHost: www.site.example\r\n\r\n",
                               response, sizeof(response)),
                       301);
-    response_header(response, "Location", value, sizeof(value));
+    head_header(response, "Location", value, sizeof(value));
     ck_assert_str_eq(value, "https://www.site.example/old/y");
     test_daemon_stop(&d);
 }
@@ -571,32 +568,29 @@ START_TEST(add_header_follows_nginx_inheritance)
     struct backend b;
     backend_start(&b, 200);
     struct test_daemon d;
-    char conf[4096];
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "add_header X-Top top;\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  add_header X-Server server;\n"
-             "  add_header X-Always \"st=$status\" always;\n"
-             "  location /inherit { return 200 ok; }\n"
-             "  location /missing { return 404; }\n"
-             "  location /ret { add_header X-Arg \"a=$arg_a\"; return 200 ok; }\n"
-             "  location /own {\n    add_header X-Own \"$request_method $upstream_status\";\n"
-             "    add_header X-Empty $http_nothing;\n"
-             "    add_header X-Method \"m=$request_method $http_x_in\";\n"
-             "    proxy_pass http://127.0.0.1:%d;\n  }\n"
-             "}\n",
-             b.port);
-    start(&d, conf);
+    start_with(&d,
+               "add_header X-Top top;\n"
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  add_header X-Server server;\n"
+               "  add_header X-Always \"st=$status\" always;\n"
+               "  location /inherit { return 200 ok; }\n"
+               "  location /missing { return 404; }\n"
+               "  location /ret { add_header X-Arg \"a=$arg_a\"; return 200 ok; }\n"
+               "  location /own {\n    add_header X-Own \"$request_method $upstream_status\";\n"
+               "    add_header X-Empty $http_nothing;\n"
+               "    add_header X-Method \"m=$request_method $http_x_in\";\n"
+               "    proxy_pass http://127.0.0.1:%d;\n  }\n"
+               "}\n",
+               b.port);
     char response[4096], value[512];
     ck_assert_uint_eq(request(d.port,
                               "GET /inherit HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
                               response, sizeof(response)),
                       200);
-    ck_assert(response_header(response, "X-Server", value, sizeof(value)));
+    ck_assert(head_header(response, "X-Server", value, sizeof(value)));
     ck_assert_str_eq(value, "server");
-    ck_assert(!response_header(response, "X-Top", value, sizeof(value)));
-    ck_assert(response_header(response, "X-Always", value, sizeof(value)));
+    ck_assert(!head_header(response, "X-Top", value, sizeof(value)));
+    ck_assert(head_header(response, "X-Always", value, sizeof(value)));
     ck_assert_str_eq(value, "st=200");
 
     /* A 404 gets only the `always` ones. */
@@ -604,8 +598,8 @@ START_TEST(add_header_follows_nginx_inheritance)
                               "GET /missing HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
                               response, sizeof(response)),
                       404);
-    ck_assert(!response_header(response, "X-Server", value, sizeof(value)));
-    ck_assert(response_header(response, "X-Always", value, sizeof(value)));
+    ck_assert(!head_header(response, "X-Server", value, sizeof(value)));
+    ck_assert(head_header(response, "X-Always", value, sizeof(value)));
     ck_assert_str_eq(value, "st=404");
 
     /* A location with its own add_header inherits none; a proxied
@@ -615,21 +609,21 @@ START_TEST(add_header_follows_nginx_inheritance)
                               "Connection: close\r\n\r\n",
                               response, sizeof(response)),
                       200);
-    ck_assert(!response_header(response, "X-Server", value, sizeof(value)));
-    ck_assert(!response_header(response, "X-Always", value, sizeof(value)));
-    ck_assert(!response_header(response, "X-Empty", value, sizeof(value)));
-    ck_assert(response_header(response, "X-Own", value, sizeof(value)));
+    ck_assert(!head_header(response, "X-Server", value, sizeof(value)));
+    ck_assert(!head_header(response, "X-Always", value, sizeof(value)));
+    ck_assert(!head_header(response, "X-Empty", value, sizeof(value)));
+    ck_assert(head_header(response, "X-Own", value, sizeof(value)));
     /* A value that reads what is known only with the response sees the
      * request's variables empty. */
     ck_assert_str_eq(value, "200");
-    ck_assert(response_header(response, "X-Method", value, sizeof(value)));
+    ck_assert(head_header(response, "X-Method", value, sizeof(value)));
     ck_assert_str_eq(value, "m=GET in");
 
     ck_assert_uint_eq(request(d.port,
                               "GET /ret?a=7 HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
                               response, sizeof(response)),
                       200);
-    ck_assert(response_header(response, "X-Arg", value, sizeof(value)));
+    ck_assert(head_header(response, "X-Arg", value, sizeof(value)));
     ck_assert_str_eq(value, "a=7");
     test_daemon_stop(&d);
     backend_stop(&b);
@@ -639,11 +633,10 @@ END_TEST
 START_TEST(add_header_reaches_http2_clients)
 {
     struct test_daemon d;
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0 http2;\n"
-              "  add_header Strict-Transport-Security \"max-age=63072000\" always;\n"
-              "  location / { return 200 ok; }\n"
-              "}\n");
+    start_with(&d, "server {\n  listen 127.0.0.1:0 http2;\n"
+                   "  add_header Strict-Transport-Security \"max-age=63072000\" always;\n"
+                   "  location / { return 200 ok; }\n"
+                   "}\n");
     char command[256];
     snprintf(command, sizeof(command),
              "curl -s -o /dev/null -D - --max-time 5 --http2-prior-knowledge "
@@ -671,12 +664,11 @@ START_TEST(tls_variables_name_the_session)
              test_daemon_dir());
     ck_assert_int_eq(system(cmd), 0);
     struct test_daemon d;
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0 tls;\n"
-              "  tls_certificate cert.pem;\n  tls_certificate_key key.pem;\n"
-              "  location / { return 200 \"$scheme $https $ssl_protocol $ssl_server_name "
-              "$ssl_cipher\"; }\n"
-              "}\n");
+    start_with(&d, "server {\n  listen 127.0.0.1:0 tls;\n"
+                   "  tls_certificate cert.pem;\n  tls_certificate_key key.pem;\n"
+                   "  location / { return 200 \"$scheme $https $ssl_protocol $ssl_server_name "
+                   "$ssl_cipher\"; }\n"
+                   "}\n");
     snprintf(cmd, sizeof(cmd),
              "curl -sk --max-time 5 --tlsv1.3 --tls13-ciphers TLS_CHACHA20_POLY1305_SHA256 "
              "--resolve a.example:%d:127.0.0.1 https://a.example:%d/",
@@ -698,10 +690,9 @@ END_TEST
 START_TEST(connection_variables)
 {
     struct test_daemon d;
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0;\n"
-              "  location / { return 200 \"[$connection_requests$pipe|$proxy_protocol_addr|"
-              "$proxy_protocol_port]\"; }\n}\n");
+    start_with(&d, "server {\n  listen 127.0.0.1:0;\n"
+                   "  location / { return 200 \"[$connection_requests$pipe|$proxy_protocol_addr|"
+                   "$proxy_protocol_port]\"; }\n}\n");
     char response[4096];
     /* two requests in one write, then a third after the answers */
     int fd = test_connect(d.port);
@@ -725,10 +716,9 @@ START_TEST(connection_variables)
     close(fd);
     test_daemon_stop(&d);
 
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0 proxy_protocol;\n"
-              "  location / { return 200 \"[$proxy_protocol_addr|$proxy_protocol_port|"
-              "$remote_addr]\"; }\n}\n");
+    start_with(&d, "server {\n  listen 127.0.0.1:0 proxy_protocol;\n"
+                   "  location / { return 200 \"[$proxy_protocol_addr|$proxy_protocol_port|"
+                   "$remote_addr]\"; }\n}\n");
     ck_assert_uint_eq(request(d.port,
                               "PROXY TCP4 192.0.2.1 192.0.2.2 1234 80\r\n"
                               "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
@@ -744,9 +734,8 @@ START_TEST(connection_variables)
     test_daemon_stop(&d);
 
     /* HTTP/2: a connection's streams are its requests, none pipelined */
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0 http2;\n"
-              "  location / { return 200 \"[$connection_requests$pipe]\"; }\n}\n");
+    start_with(&d, "server {\n  listen 127.0.0.1:0 http2;\n"
+                   "  location / { return 200 \"[$connection_requests$pipe]\"; }\n}\n");
     char cmd[256];
     snprintf(cmd, sizeof(cmd), "timeout 10 nghttp http://127.0.0.1:%d/a http://127.0.0.1:%d/b",
              d.port, d.port);
@@ -767,20 +756,18 @@ START_TEST(log_format_uses_the_same_variables)
     struct backend b;
     backend_start(&b, 202);
     struct test_daemon d;
-    char log_file[PATH_MAX], conf[PATH_MAX + 1024];
+    char log_file[PATH_MAX];
     test_daemon_file(log_file, sizeof(log_file), "access.log");
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "access_log %s;\n"
-             "map $arg_m $m { default none; yes Y; }\n"
-             "log_format '$status|$upstream_status|$upstream_addr|$http_x_a|$arg_q|$cookie_c|"
-             "$m|$request|$request_id';\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  location / {\n    proxy_pass http://127.0.0.1:%d;\n"
-             "    proxy_set_header X-Id $request_id;\n  }\n"
-             "}\n",
-             log_file, b.port);
-    start(&d, conf);
+    start_with(&d,
+               "access_log %s;\n"
+               "map $arg_m $m { default none; yes Y; }\n"
+               "log_format '$status|$upstream_status|$upstream_addr|$http_x_a|$arg_q|$cookie_c|"
+               "$m|$request|$request_id';\n"
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  location / {\n    proxy_pass http://127.0.0.1:%d;\n"
+               "    proxy_set_header X-Id $request_id;\n  }\n"
+               "}\n",
+               log_file, b.port);
     char response[4096], id[64];
     ck_assert_uint_eq(request(d.port,
                               "GET /x?q=\"1\"&m=yes HTTP/1.1\r\nHost: h\r\nX-A: va\r\n"
@@ -810,28 +797,26 @@ START_TEST(set_variables_reach_every_use)
     struct backend b;
     backend_start(&b, 200);
     struct test_daemon d;
-    char log_file[PATH_MAX], conf[PATH_MAX + 1024];
+    char log_file[PATH_MAX];
     test_daemon_file(log_file, sizeof(log_file), "access.log");
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "access_log %s;\n"
-             "log_format '$uri|$who|$greet|$Backend_Tag';\n"
-             "server {\n  listen 127.0.0.1:0;\n  set $who srv;\n"
-             "  location ~ ^/u/(?<name>[a-z]+)$ {\n"
-             "    set $greet \"hi-$name-$who\";\n    set $greet \"<$greet>\";\n"
-             "    add_header X-Greet $greet;\n    return 200 \"$greet\";\n  }\n"
-             "  location /p/ {\n    set $backend_tag \"t-$arg_t\";\n"
-             "    rewrite ^/p/(.*)$ /q/$1?tag=$backend_tag break;\n"
-             "    proxy_pass http://127.0.0.1:%d;\n"
-             "    proxy_set_header X-Tag $backend_tag;\n  }\n"
-             "}\n",
-             log_file, b.port);
-    start(&d, conf);
+    start_with(&d,
+               "access_log %s;\n"
+               "log_format '$uri|$who|$greet|$Backend_Tag';\n"
+               "server {\n  listen 127.0.0.1:0;\n  set $who srv;\n"
+               "  location ~ ^/u/(?<name>[a-z]+)$ {\n"
+               "    set $greet \"hi-$name-$who\";\n    set $greet \"<$greet>\";\n"
+               "    add_header X-Greet $greet;\n    return 200 \"$greet\";\n  }\n"
+               "  location /p/ {\n    set $backend_tag \"t-$arg_t\";\n"
+               "    rewrite ^/p/(.*)$ /q/$1?tag=$backend_tag break;\n"
+               "    proxy_pass http://127.0.0.1:%d;\n"
+               "    proxy_set_header X-Tag $backend_tag;\n  }\n"
+               "}\n",
+               log_file, b.port);
     char response[4096], value[512];
     ck_assert_uint_eq(request(d.port, "GET /u/bob HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
                               response, sizeof(response)),
                       200);
-    ck_assert(response_header(response, "X-Greet", value, sizeof(value)));
+    ck_assert(head_header(response, "X-Greet", value, sizeof(value)));
     ck_assert_str_eq(value, "<hi-bob-srv>");
     ck_assert_ptr_nonnull(strstr(response, "\r\n\r\n<hi-bob-srv>"));
     ck_assert_uint_eq(request(d.port,
@@ -855,16 +840,16 @@ END_TEST
 START_TEST(regex_server_names_give_their_groups)
 {
     struct test_daemon d;
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "server {\n  listen 127.0.0.1:0;\n  server_name default.example;\n"
-              "  return 200 default;\n}\n"
-              "server {\n  listen 127.0.0.1:0;\n"
-              "  server_name ~^(?<sub>[a-z]+)\\.(?<zone>example\\.(com|net))$;\n"
-              "  add_header X-Sub $sub;\n"
-              "  location / { return 200 \"sub=$sub zone=$zone 3=$3 uri=$uri\"; }\n"
-              "  location ~ ^/r/(.*)$ { return 200 \"loc=$1 sub=$sub\"; }\n}\n"
-              "server {\n  listen 127.0.0.1:0;\n  server_name exact.example.com www.example.*;\n"
-              "  return 200 \"named $host\";\n}\n");
+    start_with(&d,
+               "server {\n  listen 127.0.0.1:0;\n  server_name default.example;\n"
+               "  return 200 default;\n}\n"
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  server_name ~^(?<sub>[a-z]+)\\.(?<zone>example\\.(com|net))$;\n"
+               "  add_header X-Sub $sub;\n"
+               "  location / { return 200 \"sub=$sub zone=$zone 3=$3 uri=$uri\"; }\n"
+               "  location ~ ^/r/(.*)$ { return 200 \"loc=$1 sub=$sub\"; }\n}\n"
+               "server {\n  listen 127.0.0.1:0;\n  server_name exact.example.com www.example.*;\n"
+               "  return 200 \"named $host\";\n}\n");
     static const struct {
         const char *host, *target, *body;
     } cases[] = {
@@ -884,7 +869,7 @@ START_TEST(regex_server_names_give_their_groups)
         ck_assert_ptr_nonnull(body);
         ck_assert_msg(strcmp(body + 4, cases[i].body) == 0, "%s: %s", cases[i].host, body + 4);
         if (i == 0) {
-            ck_assert(response_header(response, "X-Sub", value, sizeof(value)));
+            ck_assert(head_header(response, "X-Sub", value, sizeof(value)));
             ck_assert_str_eq(value, "shop");
         }
     }
@@ -899,18 +884,16 @@ START_TEST(upstream_times_of_a_fast_backend)
     struct backend b;
     backend_start(&b, 200);
     struct test_daemon d;
-    char log_file[PATH_MAX], conf[PATH_MAX + 1024];
+    char log_file[PATH_MAX];
     test_daemon_file(log_file, sizeof(log_file), "access.log");
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "access_log %s;\n"
-             "log_format '$request_time $upstream_response_time $upstream_header_time "
-             "$upstream_connect_time';\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  location / {\n    proxy_pass http://127.0.0.1:%d;\n  }\n"
-             "}\n",
-             log_file, b.port);
-    start(&d, conf);
+    start_with(&d,
+               "access_log %s;\n"
+               "log_format '$request_time $upstream_response_time $upstream_header_time "
+               "$upstream_connect_time';\n"
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  location / {\n    proxy_pass http://127.0.0.1:%d;\n  }\n"
+               "}\n",
+               log_file, b.port);
     char response[4096];
     for (int i = 0; i < 3; i++)
         ck_assert_uint_eq(request(d.port, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
@@ -944,27 +927,45 @@ static const char *body_of(const char *response)
     return end != NULL ? end + 4 : "";
 }
 
+/* The body of `response` is `body` (NULL: not checked); `what` names the
+ * request in a failure. */
+static void body_is(const char *response, const char *body, const char *what)
+{
+    if (body != NULL)
+        ck_assert_msg(strcmp(body_of(response), body) == 0, "%s: got \"%s\"", what,
+                      body_of(response));
+}
+
+/* `method` `target` with the header lines `headers`, on a connection that
+ * closes after: the status must be `status`; the response in `response`. */
+static void ask_is(int port, const char *method, const char *target, const char *headers,
+                   unsigned status, char *response, size_t size)
+{
+    char text[512];
+    snprintf(text, sizeof(text), "%s %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n%s\r\n", method,
+             target, headers);
+    ck_assert_msg(request(port, text, response, size) == status, "%s %s: %s", method, target,
+                  response);
+}
+
 START_TEST(locations_are_picked_in_nginx_order)
 {
     struct backend b;
     backend_start(&b, 200);
     struct test_daemon d;
-    char conf[4096];
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  location = /exact { return 200 \"exact\"; }\n"
-             "  location ^~ /static/ { return 200 \"static\"; }\n"
-             "  location / { return 200 \"prefix /\"; }\n"
-             "  location /images/ { return 200 \"prefix images\"; }\n"
-             "  location ~ \\.(png|jpg)$ { return 200 \"regex $1\"; }\n"
-             "  location ~* ^/CASE/(?<rest>.*)$ { return 200 \"caseless $rest\"; }\n"
-             "  location ~ ^/images/(.+)\\.png$ { return 200 \"never $1\"; }\n"
-             "  location ~ ^/api/(v[0-9])/(.*) {\n    proxy_pass http://127.0.0.1:%d;\n"
-             "    proxy_set_header X-Version $1;\n    proxy_set_header X-Rest \"[$2]\";\n  }\n"
-             "}\n",
-             b.port);
-    start(&d, conf);
+    start_with(&d,
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  location = /exact { return 200 \"exact\"; }\n"
+               "  location ^~ /static/ { return 200 \"static\"; }\n"
+               "  location / { return 200 \"prefix /\"; }\n"
+               "  location /images/ { return 200 \"prefix images\"; }\n"
+               "  location ~ \\.(png|jpg)$ { return 200 \"regex $1\"; }\n"
+               "  location ~* ^/CASE/(?<rest>.*)$ { return 200 \"caseless $rest\"; }\n"
+               "  location ~ ^/images/(.+)\\.png$ { return 200 \"never $1\"; }\n"
+               "  location ~ ^/api/(v[0-9])/(.*) {\n    proxy_pass http://127.0.0.1:%d;\n"
+               "    proxy_set_header X-Version $1;\n    proxy_set_header X-Rest \"[$2]\";\n  }\n"
+               "}\n",
+               b.port);
     static const struct {
         const char *path, *body;
     } cases[] = {
@@ -982,8 +983,7 @@ START_TEST(locations_are_picked_in_nginx_order)
         snprintf(request_text, sizeof(request_text),
                  "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", cases[i].path);
         ck_assert_uint_eq(request(d.port, request_text, response, sizeof(response)), 200);
-        ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
-                      cases[i].path, body_of(response));
+        body_is(response, cases[i].body, cases[i].path);
     }
     ck_assert_uint_eq(request(d.port,
                               "GET /api/v2/users/7?q=1 HTTP/1.1\r\nHost: h\r\n"
@@ -1006,13 +1006,12 @@ END_TEST
 START_TEST(a_regex_that_gives_up_answers_500)
 {
     struct test_daemon d;
-    start(&d, "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-              "map $uri $m { ~^/m/(a+)+$ regex; ~. other; default dflt; }\n"
-              "server {\n  listen 127.0.0.1:0;\n"
-              "  location ~ ^/private/(a+)+$ { return 403; }\n"
-              "  location /r/ { rewrite ^/r/(a+)+$ /private last; return 200 \"r\"; }\n"
-              "  location / { return 200 \"open $m\"; }\n"
-              "}\n");
+    start_with(&d, "map $uri $m { ~^/m/(a+)+$ regex; ~. other; default dflt; }\n"
+                   "server {\n  listen 127.0.0.1:0;\n"
+                   "  location ~ ^/private/(a+)+$ { return 403; }\n"
+                   "  location /r/ { rewrite ^/r/(a+)+$ /private last; return 200 \"r\"; }\n"
+                   "  location / { return 200 \"open $m\"; }\n"
+                   "}\n");
     /* 40 a's and a near miss: far past the default match limit of 10^7. */
     char many[64];
     memset(many, 'a', 40);
@@ -1037,9 +1036,7 @@ START_TEST(a_regex_that_gives_up_answers_500)
                  long_path ? many : "", cases[i].host);
         unsigned status = request(d.port, request_text, response, sizeof(response));
         ck_assert_msg(status == cases[i].status, "%s: %u %s", request_text, status, response);
-        if (cases[i].body != NULL)
-            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
-                          cases[i].prefix, body_of(response));
+        body_is(response, cases[i].body, cases[i].prefix);
     }
     char *log = test_daemon_log(&d);
     ck_assert_msg(strstr(log, "gave up") != NULL, "%s", log);
@@ -1053,27 +1050,24 @@ START_TEST(rewrites_follow_nginx)
     struct backend b;
     backend_start(&b, 200);
     struct test_daemon d;
-    char conf[4096];
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  rewrite ^/old/(.*)$ /new/$1 last;\n"
-             "  rewrite ^/perm$ https://$host/p permanent;\n"
-             "  location /new/ { return 200 \"new $uri $args\"; }\n"
-             "  location /temp { absolute_redirect off; rewrite ^ /target? redirect; }\n"
-             "  location /abs { rewrite ^/abs(.*) http://x.example$1; }\n"
-             "  location /chain { rewrite ^/chain/a /chain/b; rewrite ^/chain/b /final; }\n"
-             "  location /final { return 200 \"final $uri\"; }\n"
-             "  location /brk {\n    rewrite ^/brk/(.*) /other/$1?x=1 break;\n"
-             "    return 200 \"brk $uri $args\";\n  }\n"
-             "  location /loop { rewrite ^ /loop2 last; }\n"
-             "  location /loop2 { rewrite ^ /loop last; }\n"
-             "  location /up {\n    rewrite ^/up/(.*)$ /$1 break;\n"
-             "    proxy_pass http://127.0.0.1:%d;\n  }\n"
-             "  location / { return 200 \"root $uri\"; }\n"
-             "}\n",
-             b.port);
-    start(&d, conf);
+    start_with(&d,
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  rewrite ^/old/(.*)$ /new/$1 last;\n"
+               "  rewrite ^/perm$ https://$host/p permanent;\n"
+               "  location /new/ { return 200 \"new $uri $args\"; }\n"
+               "  location /temp { absolute_redirect off; rewrite ^ /target? redirect; }\n"
+               "  location /abs { rewrite ^/abs(.*) http://x.example$1; }\n"
+               "  location /chain { rewrite ^/chain/a /chain/b; rewrite ^/chain/b /final; }\n"
+               "  location /final { return 200 \"final $uri\"; }\n"
+               "  location /brk {\n    rewrite ^/brk/(.*) /other/$1?x=1 break;\n"
+               "    return 200 \"brk $uri $args\";\n  }\n"
+               "  location /loop { rewrite ^ /loop2 last; }\n"
+               "  location /loop2 { rewrite ^ /loop last; }\n"
+               "  location /up {\n    rewrite ^/up/(.*)$ /$1 break;\n"
+               "    proxy_pass http://127.0.0.1:%d;\n  }\n"
+               "  location / { return 200 \"root $uri\"; }\n"
+               "}\n",
+               b.port);
     static const struct {
         const char *target;
         unsigned status;
@@ -1094,11 +1088,9 @@ START_TEST(rewrites_follow_nginx)
                  "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", cases[i].target);
         ck_assert_uint_eq(request(d.port, request_text, response, sizeof(response)),
                           cases[i].status);
-        if (cases[i].body != NULL)
-            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
-                          cases[i].target, body_of(response));
+        body_is(response, cases[i].body, cases[i].target);
         if (cases[i].location != NULL) {
-            response_header(response, "Location", value, sizeof(value));
+            head_header(response, "Location", value, sizeof(value));
             ck_assert_str_eq(value, cases[i].location);
         }
     }
@@ -1130,36 +1122,33 @@ START_TEST(if_follows_nginx)
     ck_assert_int_eq(mkdir(app, 0755), 0);
     test_write_file(file, "x");
     struct test_daemon d;
-    char conf[PATH_MAX + 4096];
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  if ($http_user_agent ~* bot) { return 403; }\n"
-             "  location /form {\n"
-             "    if ($request_method = POST) { return 405; }\n"
-             "    return 200 \"form $request_method\";\n  }\n"
-             "  location /app/ {\n"
-             "    if (!-f %s$uri) { rewrite ^ /index.php last; }\n"
-             "    return 200 \"file $uri\";\n  }\n"
-             "  location = /index.php { return 200 \"front $uri $args\"; }\n"
-             "  location /secure {\n"
-             "    if ($scheme = http) { return 301 https://$host$request_uri; }\n"
-             "    return 200 \"secure\";\n  }\n"
-             "  location /who {\n"
-             "    set $who anon;\n"
-             "    if ($arg_name ~ ^([a-z]+)-(?<tag>[0-9]+)$) { set $who \"$1 $tag\"; }\n"
-             "    return 200 \"who $who\";\n  }\n"
-             "  location /quoted {\n"
-             "    if ($http_x_y ~ \"a b\") { return 200 \"spaced\"; }\n"
-             "    if ( $http_x_z ) { return 204; }\n"
-             "    if ($http_x_w != \"\") { return 202 \"w=$http_x_w\"; }\n"
-             "    return 200 \"plain\";\n  }\n"
-             "  location /brk {\n"
-             "    if ($arg_b) { rewrite ^ /moved; break; }\n"
-             "    return 200 \"brk $uri\";\n  }\n"
-             "}\n",
-             dir);
-    start(&d, conf);
+    start_with(&d,
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  if ($http_user_agent ~* bot) { return 403; }\n"
+               "  location /form {\n"
+               "    if ($request_method = POST) { return 405; }\n"
+               "    return 200 \"form $request_method\";\n  }\n"
+               "  location /app/ {\n"
+               "    if (!-f %s$uri) { rewrite ^ /index.php last; }\n"
+               "    return 200 \"file $uri\";\n  }\n"
+               "  location = /index.php { return 200 \"front $uri $args\"; }\n"
+               "  location /secure {\n"
+               "    if ($scheme = http) { return 301 https://$host$request_uri; }\n"
+               "    return 200 \"secure\";\n  }\n"
+               "  location /who {\n"
+               "    set $who anon;\n"
+               "    if ($arg_name ~ ^([a-z]+)-(?<tag>[0-9]+)$) { set $who \"$1 $tag\"; }\n"
+               "    return 200 \"who $who\";\n  }\n"
+               "  location /quoted {\n"
+               "    if ($http_x_y ~ \"a b\") { return 200 \"spaced\"; }\n"
+               "    if ( $http_x_z ) { return 204; }\n"
+               "    if ($http_x_w != \"\") { return 202 \"w=$http_x_w\"; }\n"
+               "    return 200 \"plain\";\n  }\n"
+               "  location /brk {\n"
+               "    if ($arg_b) { rewrite ^ /moved; break; }\n"
+               "    return 200 \"brk $uri\";\n  }\n"
+               "}\n",
+               dir);
     static const struct {
         const char *method, *target, *headers;
         unsigned status;
@@ -1182,18 +1171,13 @@ START_TEST(if_follows_nginx)
         {"GET", "/brk", "", 200, "brk /brk", NULL},
         {"GET", "/brk?b=1", "", 200, "brk /moved", NULL},
     };
-    char response[4096], request_text[512], value[256];
+    char response[4096], value[256];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(request_text, sizeof(request_text),
-                 "%s %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n%s\r\n", cases[i].method,
-                 cases[i].target, cases[i].headers);
-        ck_assert_msg(request(d.port, request_text, response, sizeof(response)) == cases[i].status,
-                      "%s %s: %s", cases[i].method, cases[i].target, response);
-        if (cases[i].body != NULL)
-            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
-                          cases[i].target, body_of(response));
+        ask_is(d.port, cases[i].method, cases[i].target, cases[i].headers, cases[i].status,
+               response, sizeof(response));
+        body_is(response, cases[i].body, cases[i].target);
         if (cases[i].location != NULL) {
-            response_header(response, "Location", value, sizeof(value));
+            head_header(response, "Location", value, sizeof(value));
             ck_assert_str_eq(value, cases[i].location);
         }
     }
@@ -1245,35 +1229,33 @@ START_TEST(if_carries_location_settings)
     backend_start(&main_b, 200);
     backend_start(&canary, 201);
     struct test_daemon d;
-    char log[PATH_MAX], conf[4096 + PATH_MAX];
+    char log[PATH_MAX];
     test_daemon_file(log, sizeof(log), "two.log");
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "server {\n  listen 127.0.0.1:0 http2;\n"
-             "  add_header X-Server s;\n"
-             "  location /api/ {\n"
-             "    add_header X-Outer o;\n"
-             "    if ($request_method = OPTIONS) {\n"
-             "      add_header Access-Control-Allow-Origin *;\n"
-             "      add_header Access-Control-Allow-Methods \"GET, POST\";\n"
-             "      return 204;\n    }\n"
-             "    if ($http_x_canary) { proxy_pass http://127.0.0.1:%d; }\n"
-             "    if ($arg_debug) { add_header X-Debug $arg_debug; }\n"
-             "    proxy_pass http://127.0.0.1:%d;\n  }\n"
-             "  location /r {\n"
-             "    if ($arg_a ~ ^(\\w+)$) { set $a $1; add_header X-A \"a=$a\"; }\n"
-             "    return 200 \"r\";\n  }\n"
-             "  location /two {\n"
-             "    access_log %s;\n"
-             "    if ($arg_x) { add_header X-X 1; }\n"
-             "    if ($arg_y) { add_header X-Y 1; }\n"
-             "    return 200 \"two\";\n  }\n"
-             "  location = /st {\n"
-             "    stub_status;\n"
-             "    if ($arg_x) { add_header X-St 1; }\n  }\n"
-             "}\n",
-             canary.port, main_b.port, log);
-    start(&d, conf);
+    start_with(&d,
+               "server {\n  listen 127.0.0.1:0 http2;\n"
+               "  add_header X-Server s;\n"
+               "  location /api/ {\n"
+               "    add_header X-Outer o;\n"
+               "    if ($request_method = OPTIONS) {\n"
+               "      add_header Access-Control-Allow-Origin *;\n"
+               "      add_header Access-Control-Allow-Methods \"GET, POST\";\n"
+               "      return 204;\n    }\n"
+               "    if ($http_x_canary) { proxy_pass http://127.0.0.1:%d; }\n"
+               "    if ($arg_debug) { add_header X-Debug $arg_debug; }\n"
+               "    proxy_pass http://127.0.0.1:%d;\n  }\n"
+               "  location /r {\n"
+               "    if ($arg_a ~ ^(\\w+)$) { set $a $1; add_header X-A \"a=$a\"; }\n"
+               "    return 200 \"r\";\n  }\n"
+               "  location /two {\n"
+               "    access_log %s;\n"
+               "    if ($arg_x) { add_header X-X 1; }\n"
+               "    if ($arg_y) { add_header X-Y 1; }\n"
+               "    return 200 \"two\";\n  }\n"
+               "  location = /st {\n"
+               "    stub_status;\n"
+               "    if ($arg_x) { add_header X-St 1; }\n  }\n"
+               "}\n",
+               canary.port, main_b.port, log);
     static const struct {
         const char *method, *target, *headers;
         unsigned status;
@@ -1300,22 +1282,17 @@ START_TEST(if_carries_location_settings)
          * page takes no add_header line, in a location or an if) */
         {"GET", "/st?x=1", "", 200, NULL, NULL, NULL, "X-St"},
     };
-    char response[4096], request_text[512], value[256];
+    char response[4096], value[256];
     for (size_t i = 0; i < sizeof(cases) / sizeof(cases[0]); i++) {
-        snprintf(request_text, sizeof(request_text),
-                 "%s %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n%s\r\n", cases[i].method,
-                 cases[i].target, cases[i].headers);
-        ck_assert_msg(request(d.port, request_text, response, sizeof(response)) == cases[i].status,
-                      "%s %s: %s", cases[i].method, cases[i].target, response);
-        if (cases[i].body != NULL)
-            ck_assert_msg(strcmp(body_of(response), cases[i].body) == 0, "%s: got \"%s\"",
-                          cases[i].target, body_of(response));
+        ask_is(d.port, cases[i].method, cases[i].target, cases[i].headers, cases[i].status,
+               response, sizeof(response));
+        body_is(response, cases[i].body, cases[i].target);
         if (cases[i].name != NULL) {
-            ck_assert_msg(response_header(response, cases[i].name, value, sizeof(value)),
+            ck_assert_msg(head_header(response, cases[i].name, value, sizeof(value)),
                           "%zu: no %s in %s", i, cases[i].name, response);
             ck_assert_str_eq(value, cases[i].value);
         }
-        ck_assert_msg(!response_header(response, cases[i].absent, value, sizeof(value)),
+        ck_assert_msg(!head_header(response, cases[i].absent, value, sizeof(value)),
                       "%zu: %s in %s", i, cases[i].absent, response);
     }
     /* An if's location logs where its location does. */
@@ -1353,17 +1330,14 @@ START_TEST(proxy_pass_with_a_path_replaces_the_prefix)
     struct backend b;
     backend_start(&b, 200);
     struct test_daemon d;
-    char conf[4096];
-    snprintf(conf, sizeof(conf),
-             "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
-             "server {\n  listen 127.0.0.1:0;\n"
-             "  location /app/ { proxy_pass http://127.0.0.1:%d/; }\n"
-             "  location /v1 { proxy_pass http://127.0.0.1:%d/api/v2; }\n"
-             "  location = /exact { proxy_pass http://127.0.0.1:%d/other; }\n"
-             "  location / { proxy_pass http://127.0.0.1:%d; }\n"
-             "}\n",
-             b.port, b.port, b.port, b.port);
-    start(&d, conf);
+    start_with(&d,
+               "server {\n  listen 127.0.0.1:0;\n"
+               "  location /app/ { proxy_pass http://127.0.0.1:%d/; }\n"
+               "  location /v1 { proxy_pass http://127.0.0.1:%d/api/v2; }\n"
+               "  location = /exact { proxy_pass http://127.0.0.1:%d/other; }\n"
+               "  location / { proxy_pass http://127.0.0.1:%d; }\n"
+               "}\n",
+               b.port, b.port, b.port, b.port);
     static const struct {
         const char *sent, *received;
     } cases[] = {
