@@ -56,8 +56,8 @@ static bool is_hop_by_hop(struct http_str name, const struct http_header *header
         return true;
     if (in_lowercase(name, end_to_end, sizeof(end_to_end) / sizeof(end_to_end[0])))
         return false;
-    for (size_t i = from; i < count; i++)
-        if (http_str_equal_nocase(headers[i].name, "connection") &&
+    for (size_t i = from; i < count; i++) /* headers[from] is one, when there is one */
+        if ((i == from || http_str_equal_nocase(headers[i].name, "connection")) &&
             http_header_lists(headers[i].value, name))
             return true;
     return false;
