@@ -60,6 +60,12 @@ backend be
   server s1 127.0.0.1:18140
 EOF
 
+# syscalls PID: "reads writes", the read() and write() family calls of
+# PID (/proc/PID/io: corral's TLS reads and writes to the clients; the
+# backend's recvfrom() and sendto() are not counted there), without a
+# tracer that slows the process and so changes how much each call carries.
+syscalls() { awk '/^syscr:/{r = $2} /^syscw:/{w = $2} END{print r, w}' "/proc/$1/io"; }
+
 # ticks PID: "user system" clock ticks of PID, all its threads.
 ticks() { sed 's/^.*) //' "/proc/$1/stat" | awk '{print $12, $13}'; }
 hz=$(getconf CLK_TCK)
@@ -110,15 +116,19 @@ for p in $PROXIES; do
       ;;
   esac
   nstat -n >/dev/null
+  read -r r0 w0 < <(syscalls "$pid")
   read -r u0 s0 < <(ticks "$pid")
   out=$(h2load -c "$c" -m "$m" -n "$N" "https://127.0.0.1:$port/" 2>&1)
   read -r u1 s1 < <(ticks "$pid")
+  read -r r1 w1 < <(syscalls "$pid")
   n=$(awk '/^requests:/{print $8}' <<<"$out")
   [ "$MODE" = cpu ] || { kill -INT "$tracer"; wait "$tracer" 2>/dev/null; }
   printf "%-8s %d requests: user %.2f us/req, system %.2f us/req, total %.2f\n" "$p" "$n" \
     "$(awk -v t=$((u1 - u0)) -v n="$n" -v hz="$hz" 'BEGIN{print t * 1e6 / hz / n}')" \
     "$(awk -v t=$((s1 - s0)) -v n="$n" -v hz="$hz" 'BEGIN{print t * 1e6 / hz / n}')" \
     "$(awk -v t=$((u1 - u0 + s1 - s0)) -v n="$n" -v hz="$hz" 'BEGIN{print t * 1e6 / hz / n}')"
+  awk -v r=$((r1 - r0)) -v w=$((w1 - w0)) -v n="$n" \
+    'BEGIN{printf "  read() family %.3f, write() family %.3f per request (/proc/PID/io)\n", r / n, w / n}'
   # Segments on loopback (both directions, the machine's whole network
   # namespace: other traffic adds to it) over the requests.
   nstat 2>/dev/null | awk -v n="$n" '$1 ~ /^(TcpInSegs|TcpOutSegs|TcpExtDelayedACKs|TcpExtTCPPureAcks|TcpExtTCPHPAcks|TcpExtTCPHPHits)$/ {
