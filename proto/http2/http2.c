@@ -438,21 +438,14 @@ static void on_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
         http2_stream_ended(st);
 }
 
-/* stream_find() from the oldest stream on: streams mostly end in the
- * order they began, so the one that closes is near the list's end, which
- * a search from the newest reached last, through every open stream's
- * cache lines (2% of the CPU at 32 streams). */
-static struct h2_stream *stream_find_oldest_first(const struct http2_conn *h2, uint32_t id)
-{
-    for (struct h2_stream *st = h2->oldest; st != NULL; st = st->prev)
-        if ((uint32_t)st->id == id && !st->ended)
-            return st;
-    return NULL;
-}
-
 static void on_closed(void *arg, uint32_t id)
 {
-    struct h2_stream *st = stream_find_oldest_first(arg, id);
+    /* Mostly the stream whose END_STREAM is being sent: the search went
+     * through every stream of the connection not yet freed, ended ones
+     * included, one cache miss each (2 to 3% of the CPU at 32 streams). */
+    struct http2_conn *h2 = arg;
+    struct h2_stream *st =
+        h2->sending != NULL && (uint32_t)h2->sending->id == id ? h2->sending : stream_find(h2, id);
     if (st != NULL)
         http2_stream_ended(st);
 }

@@ -71,8 +71,6 @@ struct h2_stream *http2_stream_new(struct http2_conn *h2, int32_t id)
     st->next = h2->streams;
     if (h2->streams != NULL)
         h2->streams->prev = st;
-    else
-        h2->oldest = st;
     h2->streams = st;
     h2->stream_count++;
     st->number = ++h2->streams_begun;
@@ -112,8 +110,6 @@ void http2_stream_free(struct h2_stream *st)
         h2->streams = st->next;
     if (st->next != NULL)
         st->next->prev = st->prev;
-    else
-        h2->oldest = st->prev;
     h2->stream_count--;
     buf_free(&st->head);
     buf_free(&st->in);
