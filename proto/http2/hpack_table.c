@@ -249,9 +249,19 @@ bool hpack_table_get(const struct hpack_table *t, uint64_t index, struct hpack_f
     return true;
 }
 
+/* n bytes alike.  The first and the last byte rule out most names and
+ * values of the same length before a call to memcmp(): every field of
+ * every response the encoder sends is compared with the static entries
+ * of its name's length (eleven of seven bytes, ":method" to ":status")
+ * and with the whole dynamic table. */
+static bool equal(const uint8_t *a, const uint8_t *b, size_t n)
+{
+    return n == 0 || (a[0] == b[0] && a[n - 1] == b[n - 1] && memcmp(a, b, n) == 0);
+}
+
 static bool same(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
 {
-    return alen == blen && (alen == 0 || memcmp(a, b, alen) == 0);
+    return alen == blen && equal(a, b, alen);
 }
 
 /* The static table's entries by the length of their names (index - 1,
@@ -280,7 +290,7 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
         for (unsigned k = at[0]; k < at[1]; k++) {
             unsigned i = hpack_static_by_len[k];
             assert(hpack_static[i].name_len == name_len);
-            if (memcmp(name, hpack_static[i].name, name_len) != 0)
+            if (!equal(name, hpack_static[i].name, name_len))
                 continue;
             if (same(value, value_len, hpack_static[i].value, hpack_static[i].value_len)) {
                 *both = true;
@@ -290,8 +300,12 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
                 by_name = i + 1;
         }
     }
-    for (uint32_t i = 0; i < t->count; i++) {
-        const struct hpack_entry *e = entry_at(t, i);
+    /* The ring walked back from the newest entry (entry_at()'s order),
+     * without a division an entry. */
+    uint32_t at = t->count > 0 ? (t->first + t->count - 1) % t->slots : 0;
+    for (uint32_t i = 0; i < t->count; i++, at = at == 0 ? t->slots - 1 : at - 1) {
+        const struct hpack_entry *e = &t->entries[at];
+        assert(e == entry_at(t, i));
         if (!same(name, name_len, t->buf + e->off, e->name_len))
             continue;
         if (same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {

@@ -440,7 +440,12 @@ static void on_reset(void *arg, uint32_t id, uint32_t code, bool by_peer)
 
 static void on_closed(void *arg, uint32_t id)
 {
-    struct h2_stream *st = stream_find(arg, id);
+    /* Mostly the stream whose END_STREAM is being sent: the search went
+     * through every stream of the connection not yet freed, ended ones
+     * included, one cache miss each (2 to 3% of the CPU at 32 streams). */
+    struct http2_conn *h2 = arg;
+    struct h2_stream *st =
+        h2->sending != NULL && (uint32_t)h2->sending->id == id ? h2->sending : stream_find(h2, id);
     if (st != NULL)
         http2_stream_ended(st);
 }

@@ -78,6 +78,7 @@ struct http2_conn {
     const struct http2_conf *conf;
     struct h2_session session; /* frames, windows, streams' states, HPACK */
     struct h2_stream *streams; /* open ones, and ended ones until the flush */
+    struct h2_stream *sending; /* while its frames go to the session: on_closed()'s likely one */
     size_t stream_count;       /* in `streams` */
     unsigned streams_begun;    /* ever: $connection_requests */
     bool flush_scheduled;      /* h2_flush() is deferred to the loop's turn */

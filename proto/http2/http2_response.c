@@ -7,6 +7,7 @@
 #include "proto/policy/access_log.h"
 #include "proto/http2/http2_internal.h"
 
+#include <assert.h>
 #include <arpa/inet.h>
 #include <ctype.h>
 #include <errno.h>
@@ -55,7 +56,7 @@ static bool send_trailers(struct h2_stream *st)
     return sent;
 }
 
-void http2_response_send(struct h2_stream *st, size_t max)
+static void response_send(struct h2_stream *st, size_t max)
 {
     struct http2_conn *h2 = h2_stream_conn(st);
     uint32_t id = (uint32_t)st->id;
@@ -90,6 +91,15 @@ void http2_response_send(struct h2_stream *st, size_t max)
         st->end_sent = true;
     if (st->out.len == 0)
         h2_session_want_send(&h2->session, id, false);
+}
+
+void http2_response_send(struct h2_stream *st, size_t max)
+{
+    struct http2_conn *h2 = h2_stream_conn(st);
+    assert(h2->sending == NULL);
+    h2->sending = st; /* the stream its END_STREAM may close (on_closed()) */
+    response_send(st, max);
+    h2->sending = NULL;
 }
 
 static void h2_ex_begin(struct exchange *base, unsigned status, const char *headers,
@@ -144,8 +154,10 @@ static void h2_ex_begin(struct exchange *base, unsigned status, const char *head
                              : HPACK_INDEX;
         /* Written at once: the HPACK encoder's state follows the order of
          * the blocks on the wire. */
+        h2->sending = st;
         rc = h2_session_send_fields(&h2->session, (uint32_t)st->id, fields, how, n,
                                     !informational && !body);
+        h2->sending = NULL;
         if (how != how_small)
             free(how);
         if (rc == 0 && !informational && !body)

@@ -67,10 +67,29 @@ void http1_client_head_add_str(struct h1_head_buf *b, const char *s)
 void http1_client_head_add_header(struct h1_head_buf *b, struct http_str name,
                                   struct http_str value)
 {
-    http1_client_head_add(b, name.data, name.len);
-    http1_client_head_add(b, ": ", 2);
-    http1_client_head_add(b, value.data, value.len);
-    http1_client_head_add(b, "\r\n", 2);
+    /* Room for the whole line first, then four copies into it: the
+     * request's every field comes here, and four appends checked the
+     * room four times. */
+    size_t line = name.len + 2 + value.len + 2;
+    if (b->failed || b->len + line > b->cap) {
+        http1_client_head_add(b, name.data, name.len);
+        http1_client_head_add(b, ": ", 2);
+        http1_client_head_add(b, value.data, value.len);
+        http1_client_head_add(b, "\r\n", 2);
+        return;
+    }
+    char *p = b->data + b->len;
+    if (name.len > 0)
+        memcpy(p, name.data, name.len);
+    p += name.len;
+    *p++ = ':';
+    *p++ = ' ';
+    if (value.len > 0)
+        memcpy(p, value.data, value.len);
+    p += value.len;
+    *p++ = '\r';
+    *p = '\n';
+    b->len += line;
 }
 
 void http1_client_head_request_line(struct h1_head_buf *b, struct http_str method,
@@ -117,18 +136,13 @@ static int rsp_on_message_begin(llhttp_t *parser)
 }
 
 /* RFC 9110 5.1: a field name is a token.  llhttp 8 lets a space inside
- * a name through ("X A: b"), which another hop may read otherwise. */
+ * a name through ("X A: b"), which another hop may read otherwise.  A
+ * table lookup a byte (http_is_token()): every response's names pass
+ * here, where a search of the delimiters per byte cost 500 instructions
+ * a response of five fields. */
 static bool field_name_valid(struct http_str name)
 {
-    if (name.len == 0)
-        return false;
-    for (size_t i = 0; i < name.len; i++) {
-        unsigned char c = (unsigned char)name.data[i];
-        if (!((c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') ||
-              (c != '\0' && strchr("!#$%&'*+-.^_`|~", c) != NULL)))
-            return false;
-    }
-    return true;
+    return http_is_token(name);
 }
 
 /* --------------------------------------------------------------- trailers */

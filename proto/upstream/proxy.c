@@ -418,7 +418,7 @@ static void px_finish(struct proxy_exchange *px)
     vars_buf_free(&px->add_early);
     proxy_buffer_free(px->buffer);
     free(px->replay);
-    free(px->head);
+    proxy_head_free(px->head);
     free(px->req_block);
     exchange_pool_put(px, sizeof(*px));
 }
@@ -650,7 +650,7 @@ static void px_start(struct proxy_exchange *px, const struct http_request *req)
          (px->req_block = exchange_request_copy(req, &px->req)) == NULL)) {
         exchange_set_data(ex, NULL);
         proxy_buffer_free(px->buffer);
-        free(px->head);
+        proxy_head_free(px->head);
         exchange_pool_put(px, sizeof(*px));
         exchange_respond_error(ex, 500);
         return;

@@ -88,7 +88,7 @@ static void ph_finish(struct proxy_h2_exchange *px)
     free(px->st.in.data);
     vars_buf_free(&px->add_early);
     free(px->nv);
-    free(px->head);
+    proxy_head_free(px->head);
     proxy_buffer_free(px->buffer);
     free(px);
 }

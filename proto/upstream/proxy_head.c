@@ -8,11 +8,30 @@
 #include "proto/http/regex.h"
 #include "proto/http/uri.h"
 #include "proto/http/vars.h"
+#include "proto/small_mem.h"
 
+#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+
+/* http_str_in_nocase() for a table of lowercase names, each name's first
+ * byte compared before strncasecmp() is called: every field of every
+ * proxied head is looked up in the tables below, and most share a length
+ * with an entry of another name ("user-agent" and "keep-alive"). */
+static bool in_lowercase(struct http_str name, const struct http_str *table, size_t count)
+{
+    for (size_t i = 0; i < count; i++) {
+        assert(table[i].len > 0 && !(table[i].data[0] >= 'A' && table[i].data[0] <= 'Z'));
+        /* | 0x20 makes an ASCII capital its small letter, and no other
+         * byte a small letter. */
+        if (name.len == table[i].len && (name.data[0] | 0x20) == table[i].data[0] &&
+            http_str_in_nocase(name, &table[i], 1))
+            return true;
+    }
+    return false;
+}
 
 /* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
  * the fields a Connection header lists.  HTTP2-Settings belongs to an
@@ -20,8 +39,10 @@
  * dropped always (the proxy frames each message itself); fields meant for every recipient are never
  * dropped for being listed, so that "Connection: close, Host" cannot strip the Host the upstream
  * routes on. Trailer is end to end (RFC 9110 6.6.2): a response's goes on, since the proxy passes
- * the trailer section it announces. */
-static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count)
+ * the trailer section it announces.  The head's Connection fields are from index `from` on
+ * (first_connection()). */
+static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count,
+                          size_t from)
 {
     static const struct http_str hop[] = {
         HTTP_STR_LIT("connection"),       HTTP_STR_LIT("keep-alive"),
@@ -31,15 +52,25 @@ static bool is_hop_by_hop(struct http_str name, const struct http_header *header
     static const struct http_str end_to_end[] = {
         HTTP_STR_LIT("host"), HTTP_STR_LIT("cache-control"), HTTP_STR_LIT("content-type"),
         HTTP_STR_LIT("content-encoding"), HTTP_STR_LIT("content-range")};
-    if (http_str_in_nocase(name, hop, sizeof(hop) / sizeof(hop[0])))
+    if (in_lowercase(name, hop, sizeof(hop) / sizeof(hop[0])))
         return true;
-    if (http_str_in_nocase(name, end_to_end, sizeof(end_to_end) / sizeof(end_to_end[0])))
+    if (in_lowercase(name, end_to_end, sizeof(end_to_end) / sizeof(end_to_end[0])))
         return false;
-    for (size_t i = 0; i < count; i++)
-        if (http_str_equal_nocase(headers[i].name, "connection") &&
+    for (size_t i = from; i < count; i++) /* headers[from] is one, when there is one */
+        if ((i == from || http_str_equal_nocase(headers[i].name, "connection")) &&
             http_header_lists(headers[i].value, name))
             return true;
     return false;
+}
+
+/* Where is_hop_by_hop() starts looking for the Connection fields of a
+ * head: the first one's index, or `count` when there is none. */
+static size_t first_connection(const struct http_header *headers, size_t count)
+{
+    for (size_t i = 0; i < count; i++)
+        if (http_str_equal_nocase(headers[i].name, "connection"))
+            return i;
+    return count;
 }
 
 const char *const proxy_upgrade_default[1] = {"websocket"};
@@ -85,7 +116,7 @@ static bool hidden(const struct proxy_location *loc, struct http_str name)
 {
     static const struct http_str replaced[] = {
         HTTP_STR_LIT("date"), HTTP_STR_LIT("server")}; /* the proxy sends its own */
-    if (http_str_in_nocase(name, replaced, sizeof(replaced) / sizeof(replaced[0])))
+    if (in_lowercase(name, replaced, sizeof(replaced) / sizeof(replaced[0])))
         return true;
     for (size_t i = 0; i < loc->hide_header_count; i++)
         if (name.len == loc->hide_headers[i].len &&
@@ -106,7 +137,12 @@ static const struct http_header *set_header(const struct proxy_location *loc, st
 int proxy_head_build(const struct proxy_location *loc, const struct http_request *req,
                      const struct proxy_head_request *how, char **head, size_t *len)
 {
-    struct h1_head_buf b = {0};
+    /* Built on the stack, then copied to a block of its size from the
+     * thread's small blocks: a buffer grown from nothing went to malloc's
+     * arena on every request (realloc and free, 350 instructions). */
+    char head_small[1024];
+    struct h1_head_buf b;
+    http1_client_head_init(&b, head_small, sizeof(head_small));
     char target_small[512];
     struct vars_buf target;
     vars_buf_init(&target, target_small, sizeof(target_small));
@@ -115,6 +151,7 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
     http1_client_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
     vars_buf_free(&target);
     bool has_host = false, te_trailers = false;
+    size_t connection = first_connection(req->headers, req->header_count);
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
         if (http_str_equal_nocase(h->name, "te") &&
@@ -123,7 +160,7 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
         /* A request's trailer section is not passed on (an HTTP/2
          * client's aside, which goes as chunked trailers without this
          * announcement), so neither is the field that announces it. */
-        if (is_hop_by_hop(h->name, req->headers, req->header_count) ||
+        if (is_hop_by_hop(h->name, req->headers, req->header_count, connection) ||
             http_str_equal_nocase(h->name, "trailer") || http_str_equal_nocase(h->name, "expect") ||
             http_str_equal_nocase(h->name, "x-forwarded-proto") ||
             http_str_equal_nocase(h->name, "x-forwarded-for") ||
@@ -206,13 +243,21 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
                                                : "X-Forwarded-Proto: http\r\n");
     http1_client_head_end(&b, how->upgrade ? &req->upgrade_protocol : NULL, how->chunked,
                           req->has_body || req->has_content_length, req->content_length);
-    if (b.failed) {
-        free(b.data);
+    size_t n = b.len;
+    char *copy = b.failed ? NULL : small_mem_malloc(n, NULL);
+    if (copy != NULL)
+        memcpy(copy, b.data, n);
+    http1_client_head_free(&b);
+    if (copy == NULL)
         return -ENOMEM;
-    }
-    *head = b.data;
-    *len = b.len;
+    *head = copy;
+    *len = n;
     return 0;
+}
+
+void proxy_head_free(char *head)
+{
+    small_mem_free(head, NULL);
 }
 
 /* Whether `name` may be one that proxy_redirect rewrites: a first look
@@ -227,12 +272,14 @@ int proxy_head_response(const struct proxy_location *loc, const struct http1_cli
                         struct vars_ctx *ctx, struct h1_head_buf *out)
 {
     struct h1_head_buf b = *out;
+    size_t connection = first_connection(head->headers, head->header_count);
     for (size_t i = 0; i < head->header_count; i++) {
         const struct http_header *h = &head->headers[i];
         bool tunnel_header = head->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
                                               http_str_equal_nocase(h->name, "connection"));
         if (!tunnel_header &&
-            (is_hop_by_hop(h->name, head->headers, head->header_count) || hidden(loc, h->name)))
+            (is_hop_by_hop(h->name, head->headers, head->header_count, connection) ||
+             hidden(loc, h->name)))
             continue;
         if (loc->redirects != NULL && may_redirect(h->name)) {
             char small[512];

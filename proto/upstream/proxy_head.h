@@ -28,10 +28,13 @@ bool proxy_head_upgrade_allowed(const struct proxy_location *loc, struct http_st
 /* The request head for the upstream, rebuilt from parsed fields: the
  * hop-by-hop fields dropped (RFC 9110 7.6.1), proxy_set_header applied,
  * Host, X-Forwarded-For, Via and X-Forwarded-Proto, then the framing.
- * Sets *head (malloc'd, the caller frees it) and *len; returns 0 or
- * -ENOMEM. */
+ * Sets *head (the caller frees it with proxy_head_free()) and *len;
+ * returns 0 or -ENOMEM. */
 int proxy_head_build(const struct proxy_location *loc, const struct http_request *req,
                      const struct proxy_head_request *how, char **head, size_t *len);
+
+/* Frees a head proxy_head_build() made (NULL: nothing), on any thread. */
+void proxy_head_free(char *head);
 
 /* The response head's fields for the client: the upstream's, less the
  * hop-by-hop ones and those corral replaces or proxy_hide_header hides (a

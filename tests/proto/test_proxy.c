@@ -3731,6 +3731,39 @@ START_TEST(server_timing_times_the_upstream)
 }
 END_TEST
 
+/* The fields a Connection field lists are dropped whichever of a head's
+ * Connection fields lists them: the second one's too, its name in
+ * capitals, in the request and in the response. */
+START_TEST(fields_listed_in_a_later_connection_field_are_dropped)
+{
+    struct backend *b = backend_new("a");
+    b->headers = "Connection: keep-alive\r\n"
+                 "X-Resp-Kept: k\r\n"
+                 "CONNECTION: X-Resp-Two\r\n"
+                 "X-Resp-Two: t\r\n";
+    backend_start(b);
+    struct test_daemon d;
+    start_proxy(&d, b, "", "");
+    const char *request = "GET / HTTP/1.1\r\n"
+                          "Host: test\r\n"
+                          "Connection: keep-alive\r\n"
+                          "X-Kept: k\r\n"
+                          "CONNECTION: X-Second\r\n"
+                          "X-Second: s\r\n"
+                          "\r\n";
+    struct response resp;
+    ck_assert_uint_eq(exchange(d.port, request, &resp), 200);
+    ck_assert_str_eq(header_one(resp.head, "X-Resp-Kept"), "k");
+    ck_assert_msg(header_find(resp.head, "X-Resp-Two", NULL, 0) == 0, "%s", resp.head);
+    response_free(&resp);
+    const char *head = backend_request(b, 0)->head;
+    ck_assert_str_eq(header_one(head, "X-Kept"), "k");
+    ck_assert_msg(header_find(head, "X-Second", NULL, 0) == 0, "%s", head);
+    test_daemon_stop(&d);
+    backend_free(b);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     pattern_init();
@@ -3825,5 +3858,6 @@ Suite *test_suite(void)
     tcase_add_test(tc, malformed_requests_are_refused_before_the_backend);
     tcase_add_test(tc, malformed_request_after_a_valid_one_is_not_forwarded);
     tcase_add_test(tc, request_inside_a_body_stays_body);
+    tcase_add_test(tc, fields_listed_in_a_later_connection_field_are_dropped);
     return suite;
 }
