@@ -69,6 +69,8 @@ def seeds():
     yield "window-overflow", conn(f.window_update_frame(0, 0x7fffffff))
     yield "zero-window-stream", conn(f.settings_frame([(f.SETTINGS_INITIAL_WINDOW_SIZE, 0)]),
                                      f.headers_frame(1, get))
+    yield "window-update-zero-stream", conn(f.headers_frame(1, post, end_stream=False),
+                                            f.window_update_frame(1, 0), f.headers_frame(3, get))
     yield "too-many-streams", fill(lambda i: f.headers_frame(2 * i + 1, post, end_stream=False))
     yield "data-past-window", conn(f.headers_frame(1, post, end_stream=False),
                                    *[f.data_frame(1, b"x" * 1000)] * 3)
