@@ -73,6 +73,10 @@ def seeds():
                                           end_stream=False), f.data_frame(1, b"four", end_stream=True))
     yield "cl-less", conn(f.headers_frame(1, head((":status", "200"), ("content-length", "3")),
                                           end_stream=False), f.data_frame(1, b"tw", end_stream=True))
+    yield "data-after-malformed-end", conn(
+        f.headers_frame(1, head((":status", "200"), ("content-length", "3")), end_stream=True),
+        f.data_frame(1, b"abc", end_stream=True),
+        f.headers_frame(3, head((":status", "200")), end_stream=True))
     yield "head-body", conn(f.headers_frame(3, head((":status", "200"), ("content-length", "3")),
                                             end_stream=False), f.data_frame(3, b"abc", end_stream=True))
     yield "data-first", conn(f.data_frame(1, b"x", end_stream=True))
