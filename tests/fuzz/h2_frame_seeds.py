@@ -4,6 +4,8 @@
 # HPACK builders and requests (tests/proto/h2/h2frames.py): each seed is
 # what a client of that suite sends on one connection, its attacks cut to
 # fit the 4 KiB inputs scripts/test fuzzes with.
+# The corpus's found-* seeds are not written here: they are inputs a
+# long random run reached new code with, kept as it found them.
 """Usage: tests/fuzz/h2_frame_seeds.py [DIRECTORY]"""
 
 import os
