@@ -109,6 +109,10 @@ int cache_file_parse(const uint8_t *buf, size_t len, struct cache_file_meta *out
     if (memcmp(buf + OFF_MAGIC, magic, sizeof(magic)) != 0 ||
         get(buf + OFF_VERSION, 4) != CACHE_FILE_VERSION)
         return -EINVAL;
+    /* The fixed part's tail is padding the encoder zeroes: other bytes
+     * there, even under a matching CRC, are no header it wrote. */
+    if (get(buf + OFF_END, CACHE_FILE_FIXED - OFF_END) != 0)
+        return -EINVAL;
     uint64_t total = get(buf + OFF_HEADER_LEN, 4);
     uint64_t key = get(buf + OFF_KEY_LEN, 4), vary = get(buf + OFF_VARY_LEN, 4);
     uint64_t variant = get(buf + OFF_VARIANT_LEN, 4), head = get(buf + OFF_HEAD_LEN, 4);

@@ -4,7 +4,8 @@
  * client session as the oracle.  Both open the same three requests (a
  * GET on stream 1, a HEAD on 3, a POST with a body on 5); an input is
  * what a server sends back.  Ours reads it in three pieces (cut at a
- * third and at two thirds), libnghttp2 whole.
+ * third and at two thirds), libnghttp2 a frame at a time, its output
+ * sent after each.
  *
  * The check goes one way, the way that matters for a proxy: a response
  * ours passes on whole (its stream ended by the server, not reset) must
@@ -292,6 +293,14 @@ static ssize_t th_read(nghttp2_session *s, int32_t id, uint8_t *buf, size_t len,
 
 static nghttp2_session_callbacks *th_cbs;
 
+/* What libnghttp2 has to send, sent (to no one). */
+static void th_flush(struct theirs *th)
+{
+    const uint8_t *out;
+    while (nghttp2_session_mem_send(th->s, &out) > 0)
+        ;
+}
+
 static bool th_new(struct theirs *th)
 {
     if (th_cbs == NULL) {
@@ -324,10 +333,33 @@ static bool th_new(struct theirs *th)
         if (nghttp2_submit_request(th->s, NULL, nv, 4, i == 2 ? &p : NULL, NULL) != 2 * i + 1)
             return false;
     }
-    const uint8_t *out;
-    while (nghttp2_session_mem_send(th->s, &out) > 0)
-        ;
+    th_flush(th);
     return true;
+}
+
+/* The server's bytes, a frame at a time, libnghttp2's output sent after
+ * each: a RST_STREAM it queues goes out, and its stream is gone, before
+ * the next frame, as ours does.  Read whole, a frame for a stream it had
+ * reset as malformed after the server's END_STREAM, in the same read,
+ * would find the stream still there, half closed, and end the connection
+ * (STREAM_CLOSED), where ours, as RFC 9113 5.1 asks once RST_STREAM is
+ * sent, ignores the frame. */
+static void th_recv(struct theirs *th, const uint8_t *data, size_t size)
+{
+    for (size_t at = 0; at < size;) {
+        size_t end = size;
+        if (size - at >= 9) {
+            size_t len = (size_t)data[at] << 16 | (size_t)data[at + 1] << 8 | data[at + 2];
+            if (len + 9 < size - at)
+                end = at + 9 + len;
+        }
+        if (nghttp2_session_mem_recv(th->s, data + at, end - at) < 0) {
+            th->fatal = true;
+            return;
+        }
+        th_flush(th);
+        at = end;
+    }
 }
 
 /* -------------------------------------------------------------- the run */
@@ -345,8 +377,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
     h2_session_init(&o.s, &conf, &ours_ops, &o, &sink, 0);
     ours_requests(&o);
 
-    ssize_t rv = nghttp2_session_mem_recv(th.s, data, size);
-    th.fatal = rv < 0;
+    th_recv(&th, data, size);
 
     struct h2_pieces pieces;
     h2_pieces_init(&pieces, data, size);

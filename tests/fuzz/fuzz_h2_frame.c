@@ -239,8 +239,9 @@ static const struct h2_session_conf conf = {
 
 struct theirs {
     nghttp2_session *s;
-    ssize_t fatal;   /* what nghttp2_session_mem_recv() failed with */
-    bool reset_open; /* the RST_STREAM being read names an open stream */
+    ssize_t fatal;    /* what nghttp2_session_mem_recv() failed with */
+    bool reset_open;  /* the RST_STREAM being read names an open stream */
+    bool zero_window; /* ended at a stream's WINDOW_UPDATE of 0 */
     struct trace t;
     struct trace fields; /* of the header block being decoded */
 };
@@ -313,6 +314,18 @@ static int th_begin_frame(nghttp2_session *s, const nghttp2_frame_hd *hd, void *
     return 0;
 }
 
+/* A WINDOW_UPDATE of 0 on a stream is a stream error (RFC 9113 6.9);
+ * libnghttp2 1.52 makes it a connection error, as 5.4.1 lets it. */
+static int th_invalid_frame(nghttp2_session *s, const nghttp2_frame *f, int error, void *arg)
+{
+    struct theirs *th = arg;
+    (void)s;
+    if (f->hd.type == NGHTTP2_WINDOW_UPDATE && f->hd.stream_id != 0 &&
+        f->window_update.window_size_increment == 0 && error == NGHTTP2_ERR_PROTO)
+        th->zero_window = true;
+    return 0;
+}
+
 /* A GOAWAY libnghttp2 queued but did not send (once the client sent its
  * own GOAWAY and no stream is open, it sends nothing more): its code is
  * the verdict all the same. */
@@ -351,6 +364,7 @@ static bool th_new(struct theirs *th)
     nghttp2_session_callbacks_set_on_data_chunk_recv_callback(cbs, th_data);
     nghttp2_session_callbacks_set_on_begin_frame_callback(cbs, th_begin_frame);
     nghttp2_session_callbacks_set_on_frame_not_send_callback(cbs, th_not_sent);
+    nghttp2_session_callbacks_set_on_invalid_frame_recv_callback(cbs, th_invalid_frame);
     if (nghttp2_option_new(&opt) != 0) {
         nghttp2_session_callbacks_del(cbs);
         return false;
@@ -533,6 +547,11 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
      * frame, as for any stream it reset.  Both are RFC 9113 5.1's. */
     bool malformed = our_resets.buf != NULL && strstr(our_resets.buf, " 1\n") != NULL;
     if (!same && malformed && th.t.error == H2_STREAM_CLOSED && o.t.error != H2_STREAM_CLOSED &&
+        strncmp(mine, theirs, strlen(theirs)) == 0)
+        same = true;
+    /* A stream's WINDOW_UPDATE of 0: ours resets the stream and goes
+     * on, libnghttp2 ends the connection there. */
+    if (!same && th.zero_window && th.t.error == H2_PROTOCOL_ERROR &&
         strncmp(mine, theirs, strlen(theirs)) == 0)
         same = true;
     /* The streams reset, in order: the same, or where one side stopped

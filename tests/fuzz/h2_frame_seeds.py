@@ -4,6 +4,8 @@
 # HPACK builders and requests (tests/proto/h2/h2frames.py): each seed is
 # what a client of that suite sends on one connection, its attacks cut to
 # fit the 4 KiB inputs scripts/test fuzzes with.
+# The corpus's found-* seeds are not written here: they are inputs a
+# long random run reached new code with, kept as it found them.
 """Usage: tests/fuzz/h2_frame_seeds.py [DIRECTORY]"""
 
 import struct
@@ -50,6 +52,8 @@ def seeds():
     yield "window-overflow", conn(f.window_update_frame(0, 0x7fffffff))
     yield "zero-window-stream", conn(f.settings_frame([(f.SETTINGS_INITIAL_WINDOW_SIZE, 0)]),
                                      f.headers_frame(1, get))
+    yield "window-update-zero-stream", conn(f.headers_frame(1, post, end_stream=False),
+                                            f.window_update_frame(1, 0), f.headers_frame(3, get))
     yield "too-many-streams", fill(conn, lambda i: f.headers_frame(2 * i + 1, post, end_stream=False))
     yield "data-past-window", conn(f.headers_frame(1, post, end_stream=False),
                                    *[f.data_frame(1, b"x" * 1000)] * 3)

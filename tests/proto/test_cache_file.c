@@ -113,6 +113,29 @@ START_TEST(file_bad_lengths)
 }
 END_TEST
 
+/* The fixed part's padding not zero, with a CRC that matches it: refused
+ * (it would not encode back to the same bytes). */
+START_TEST(file_padding_not_zero)
+{
+    uint8_t buf[512];
+    struct cache_file_meta m, got;
+    size_t len = sample(buf, &m);
+    buf[CACHE_FILE_FIXED - 1] = 0x01;
+    memset(buf + 12, 0, 4);
+    uint32_t crc = cache_file_crc(0, buf, len);
+    for (int i = 0; i < 4; i++)
+        buf[12 + i] = (uint8_t)(crc >> (8 * i));
+    ck_assert_int_eq(cache_file_parse(buf, len, &got), -EINVAL);
+    /* The same with zero padding parses: only the padding is refused. */
+    buf[CACHE_FILE_FIXED - 1] = 0;
+    memset(buf + 12, 0, 4);
+    crc = cache_file_crc(0, buf, len);
+    for (int i = 0; i < 4; i++)
+        buf[12 + i] = (uint8_t)(crc >> (8 * i));
+    ck_assert_int_eq(cache_file_parse(buf, len, &got), 0);
+}
+END_TEST
+
 /* ------------------------------------------------------------ the zone */
 
 static char dir[PATH_MAX];
@@ -428,6 +451,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, file_every_flip);
     tcase_add_test(tc, file_every_cut);
     tcase_add_test(tc, file_bad_lengths);
+    tcase_add_test(tc, file_padding_not_zero);
     tcase_add_test(tc, zone_lookup_and_stale);
     tcase_add_test(tc, zone_lock_after_store_looks_again);
     tcase_add_test(tc, zone_evicts_lru);
