@@ -1198,12 +1198,12 @@ static void admin_ask(const char *method, const char *target, const char *header
     r->body_len = strlen(r->body);
 }
 
-/* The zone's loader has indexed the directory (/metrics says so). */
+/* The zone's loader has indexed the directory (/metrics says so); `arg`:
+ * the request's extra header lines, or NULL. */
 static bool loader_done(void *arg)
 {
-    (void)arg;
     struct reply r;
-    admin_ask("GET", "/metrics", "", &r);
+    admin_ask("GET", "/metrics", arg != NULL ? arg : "", &r);
     bool done = strstr(r.body, "corral_cache_loader_done{zone=\"one\"} 1\n") != NULL;
     reply_free(&r);
     return done;
@@ -1262,7 +1262,8 @@ START_TEST(purge_through_admin)
     ck_assert_str_eq(r.body, "{\"purged\": 1}\n");
     reply_free(&r);
     expect("GET", "/vary", "", "MISS", NULL, 0);
-    /* The metrics, per zone. */
+    /* The metrics, per zone, once the restarted zone's loader is done. */
+    ck_assert(test_poll_until(loader_done, (void *)auth, TEST_WAIT_MS));
     admin_ask("GET", "/metrics", auth, &r);
     ck_assert_ptr_nonnull(
         strstr(r.body, "corral_cache_requests_total{zone=\"one\",status=\"hit\"} "));
