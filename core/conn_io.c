@@ -347,18 +347,36 @@ static void conn_schedule_flush(corral_conn *conn)
     conn->loop->flush_list = conn;
 }
 
-void corral__loop_flush(corral_loop *loop)
+void corral__loop_flush(corral_loop *loop, bool mid_batch)
 {
-    corral_conn *conn = loop->flush_list;
+    corral_conn *conn = loop->flush_list, *held = NULL;
     loop->flush_list = NULL;
     while (conn != NULL) {
         corral_conn *next = conn->flush_next;
+        if (mid_batch && conn->hold_output && conn->state == CORRAL__CONN_OPEN) {
+            conn->flush_next = held;
+            held = conn;
+            conn = next;
+            continue;
+        }
         conn->in_flush_list = false;
         conn_flush(conn);
         if (conn->state != CORRAL__CONN_CLOSED)
             corral__conn_update_timer(conn);
         conn = next;
     }
+    /* Still listed (in_flush_list), for the batch's last flush. */
+    while (held != NULL) {
+        corral_conn *next = held->flush_next;
+        held->flush_next = loop->flush_list;
+        loop->flush_list = held;
+        held = next;
+    }
+}
+
+void corral_conn_hold_output(corral_conn *conn, bool hold)
+{
+    conn->hold_output = hold;
 }
 
 /* Copies iov[] (`total` bytes, of which the first `skip` are left out)

@@ -273,6 +273,7 @@ struct corral_conn {
     bool peer_hup : 1; /* epoll reported the peer's FIN, an error or hang-up */
     bool peer_fin : 1; /* ... and of those only the FIN (EPOLLRDHUP), so far */
     bool in_flush_list : 1;
+    bool hold_output : 1; /* corral_conn_hold_output(): flushed at batch end only */
     bool in_kick_list : 1;
     bool in_on_data : 1;    /* on_data is running */
     bool splicing_from : 1; /* the source of a splice: not read meanwhile */
@@ -342,7 +343,10 @@ void corral__conn_on_event(struct corral__handle *handle, uint32_t epoll_events)
 /* Queues the connection to be read (and its kept input delivered) at the
  * end of this iteration. */
 void corral__conn_kick(corral_conn *conn);
-void corral__loop_flush(corral_loop *loop);
+/* Flushes the connections with queued output; `mid_batch`: between events
+ * of a batch, when those holding their output (corral_conn_hold_output())
+ * wait for the batch's end. */
+void corral__loop_flush(corral_loop *loop, bool mid_batch);
 void corral__loop_kick(corral_loop *loop);
 
 /* Sets the size from which a plain transport's write goes out at once on

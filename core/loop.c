@@ -404,14 +404,14 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
         handle->on_event(handle, events[i].events);
         if ((i + 1) % EVENTS_PER_FLUSH == 0 && i + 1 < n) {
             corral__loop_kick(loop);
-            corral__loop_flush(loop);
+            corral__loop_flush(loop, true);
         }
     }
     corral__loop_kick(loop);
     corral__timers_run(loop);
     run_deferred(loop);
     corral__loop_splices_done(loop);
-    corral__loop_flush(loop);
+    corral__loop_flush(loop, false);
     corral__loop_free_closed(loop);
     free_watchers(loop);
     return 0;

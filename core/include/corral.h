@@ -384,6 +384,16 @@ CORRAL_EXTERN void corral_conn_writev(corral_conn *conn, const struct iovec *iov
  *  pipe included). */
 CORRAL_EXTERN size_t corral_conn_pending_output(const corral_conn *conn);
 
+/** While `hold` is set, output queued while the loop handles a batch of
+ *  events leaves at the batch's end, not after every few events as
+ *  otherwise (which lets the first answers of a large batch go while the
+ *  rest is handled): for a connection that expects more output from
+ *  events of the same batch, such as an HTTP/2 connection with several
+ *  streams waiting for their responses, so that it takes fewer writes
+ *  (over TLS, fewer records).  Output is never held past the batch, and a
+ *  write large enough to go out at once still does.  Off by default. */
+CORRAL_EXTERN void corral_conn_hold_output(corral_conn *conn, bool hold);
+
 /** Sends end-of-stream once queued output is flushed (half-close); the
  *  connection keeps reading. */
 CORRAL_EXTERN void corral_conn_shutdown(corral_conn *conn);

@@ -167,6 +167,9 @@ static void sink_write(void *arg, const struct iovec *iov, int count)
                         : code == H2_ENHANCE_YOUR_CALM ? HTTP2_GOAWAY_ENHANCE_YOUR_CALM
                                                        : HTTP2_GOAWAY_OTHER);
     }
+    /* Other streams still open may answer from events of the same batch:
+     * their frames then share this write (and TLS record). */
+    corral_conn_hold_output(h2->c.sock, h2->session.stream_count > 1);
     corral_conn_writev(h2->c.sock, iov, count);
 }
 

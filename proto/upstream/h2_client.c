@@ -567,10 +567,13 @@ static void h2c_free(struct h2_client *c)
     free(c);
 }
 
-/* The session's frames go to the connection as they are made. */
+/* The session's frames go to the connection as they are made; while
+ * another stream is open, they wait for the batch's end, so that requests
+ * made in one wakeup share a write (see http2.c's sink_write()). */
 static void h2c_write(void *arg, const struct iovec *iov, int count)
 {
     struct h2_client *c = arg;
+    corral_conn_hold_output(c->base.conn, c->session.stream_count > 1);
     corral_conn_writev(c->base.conn, iov, count);
 }
 

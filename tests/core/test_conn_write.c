@@ -550,6 +550,68 @@ START_TEST(an_idle_connection_holds_no_buffer)
 }
 END_TEST
 
+/* --------------------------------------------------------- held output */
+
+/* A batch of events: the first writes to the target, the last looks
+ * whether the target's peer has it yet, i.e. whether the flush after every
+ * few events sent it. */
+#define HELD_TRIGGERS 12
+
+struct held {
+    corral_conn *target;
+    int target_peer;
+    bool hold;
+    int seen;
+    bool arrived_mid_batch;
+};
+
+static size_t held_on_data(corral_conn *conn, const char *data, size_t len)
+{
+    (void)data;
+    struct held *h = corral_conn_data(conn);
+    if (++h->seen == 1) {
+        corral_conn_hold_output(h->target, h->hold);
+        corral_conn_write(h->target, "x", 1);
+    } else if (h->seen == HELD_TRIGGERS) {
+        char byte;
+        h->arrived_mid_batch = recv(h->target_peer, &byte, 1, MSG_PEEK | MSG_DONTWAIT) == 1;
+    }
+    return len;
+}
+
+static bool held_batch_sends(bool hold)
+{
+    static const struct corral_conn_handler trigger = {.on_data = held_on_data};
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    struct held h = {.hold = hold};
+    h.target = pair_open(loop, &quiet_handler, NULL, &h.target_peer);
+    int peers[HELD_TRIGGERS];
+    for (int i = 0; i < HELD_TRIGGERS; i++)
+        pair_open(loop, &trigger, &h, &peers[i]);
+    for (int i = 0; i < HELD_TRIGGERS; i++)
+        ck_assert_int_eq(write(peers[i], "t", 1), 1);
+    /* All of them readable before the loop looks: one batch. */
+    for (int turns = 0; h.seen < HELD_TRIGGERS && turns < 100; turns++)
+        ck_assert_int_eq(corral__loop_run_once(loop, 1000), 0);
+    ck_assert_int_eq(h.seen, HELD_TRIGGERS);
+    char byte;
+    ck_assert_int_eq(recv(h.target_peer, &byte, 1, 0), 1); /* at the batch's end at the latest */
+    ck_assert_int_eq(byte, 'x');
+    for (int i = 0; i < HELD_TRIGGERS; i++)
+        close(peers[i]);
+    close(h.target_peer);
+    corral_loop_free(loop);
+    return h.arrived_mid_batch;
+}
+
+START_TEST(held_output_waits_for_the_end_of_the_batch)
+{
+    ck_assert_msg(held_batch_sends(false), "output is flushed after every few events");
+    ck_assert_msg(!held_batch_sends(true), "held output left before the batch's end");
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/conn_write");
@@ -569,6 +631,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, growing_moves_to_a_larger_class_and_keeps_the_bytes);
     tcase_add_test(tc, an_idle_connection_holds_no_buffer);
     tcase_add_test(tc, a_close_from_on_close_completes_without_another_event);
+    tcase_add_test(tc, held_output_waits_for_the_end_of_the_batch);
     suite_add_tcase(suite, tc);
     return suite;
 }
