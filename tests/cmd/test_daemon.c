@@ -128,7 +128,10 @@ START_TEST(from_nginx_exit_codes)
     snprintf(args, sizeof(args), "--from-nginx %s", nginx);
     ck_assert_int_eq(test_daemon_run(args, out, sizeof(out)), 1);
     ck_assert_msg(
-        strstr(out, "nginx.conf:2:5: \"random_index\": not in corral yet: this option of serving files") != NULL,
+        strstr(
+            out,
+            "nginx.conf:2:5: \"random_index\": not in corral yet: this option of serving files") !=
+            NULL,
         "%s", out);
 
     test_write_file(nginx, "http {\n");
