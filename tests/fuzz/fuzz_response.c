@@ -33,8 +33,8 @@
  * gets must be valid HTTP with no response more than it asked for (see
  * check_bytes); FUZZ_RESPONSE_LAX set turns that check off.
  */
-#include "proto/serve/serve.h"
-#include "proto/modules.h"
+#include "proxy_pair.h"
+
 #include "proto/http1/http1.h"
 #include "proto/upstream/proxy.h"
 
@@ -129,24 +129,8 @@ static void start_server(void)
     struct http_limits limits = HTTP_LIMITS_DEFAULT;
     limits.header_timeout_ms = limits.body_timeout_ms = 2000;
     front_vhost.limits = limits;
-    char address[128];
-    snprintf(address, sizeof(address), "unix:%s", back_path);
-    struct proxy_server_conf server = {.address = address, .weight = 1};
-    struct proxy_upstream_conf upstream = {.name = "back",
-                                           .servers = &server,
-                                           .server_count = 1,
-                                           .keepalive = 4,
-                                           .idle_timeout_ms = 2000};
-    struct corral_server_config config;
-    modules_init();
-    corral_server_config_init(&config);
-    config.workers = 1;
-    corral_server *srv;
-    if (corral_server_new(&config, &srv) != 0 || upstream_new(&upstream, 1, &proxy.upstream) != 0)
-        abort();
-    snprintf(address, sizeof(address), "unix:%s", front_path);
-    if (corral_server_listen(srv, address, NULL, &serve_handler, &front_site, NULL) != 0 ||
-        corral_server_start(srv) != 0)
+    corral_server *srv = proxy_pair_server(front_path, back_path, &front_site, &proxy.upstream);
+    if (corral_server_start(srv) != 0)
         abort();
 }
 

@@ -80,26 +80,36 @@ void proxy_pair_start(const char *name, const struct http2_conf *http2)
         front_site.http2 = &front_http2;
     }
 
+    corral_server *srv = proxy_pair_server(front_path, back_path, &front_site, &proxy.upstream);
     char address[128];
     snprintf(address, sizeof(address), "unix:%s", back_path);
+    if (corral_server_listen(srv, address, NULL, &serve_handler, &back_site, NULL) != 0 ||
+        corral_server_start(srv) != 0)
+        abort();
+}
+
+corral_server *proxy_pair_server(const char *front, const char *back, struct http_site *site,
+                                 struct proxy_upstream **upstream)
+{
+    char address[128];
+    snprintf(address, sizeof(address), "unix:%s", back);
     struct proxy_server_conf server = {.address = address, .weight = 1};
-    struct proxy_upstream_conf upstream = {.name = "back",
-                                           .servers = &server,
-                                           .server_count = 1,
-                                           .keepalive = 4,
-                                           .idle_timeout_ms = 2000};
+    struct proxy_upstream_conf conf = {.name = "back",
+                                       .servers = &server,
+                                       .server_count = 1,
+                                       .keepalive = 4,
+                                       .idle_timeout_ms = 2000};
     struct corral_server_config config;
     modules_init();
     corral_server_config_init(&config);
     config.workers = 1;
     corral_server *srv;
-    if (corral_server_new(&config, &srv) != 0 || upstream_new(&upstream, 1, &proxy.upstream) != 0 ||
-        corral_server_listen(srv, address, NULL, &serve_handler, &back_site, NULL) != 0)
+    if (corral_server_new(&config, &srv) != 0 || upstream_new(&conf, 1, upstream) != 0)
         abort();
-    snprintf(address, sizeof(address), "unix:%s", front_path);
-    if (corral_server_listen(srv, address, NULL, &serve_handler, &front_site, NULL) != 0 ||
-        corral_server_start(srv) != 0)
+    snprintf(address, sizeof(address), "unix:%s", front);
+    if (corral_server_listen(srv, address, NULL, &serve_handler, site, NULL) != 0)
         abort();
+    return srv;
 }
 
 void proxy_pair_exchange(const void *prefix, size_t prefix_len, const uint8_t *data, size_t size)
