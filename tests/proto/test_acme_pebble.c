@@ -285,12 +285,19 @@ static bool drive(struct acme_client *c, uint64_t issued, uint64_t failures, int
     return !d.timed_out;
 }
 
-static X509 *stored(void)
+/* The stored certificate and key file, open for reading. */
+static FILE *stored_file(void)
 {
     char path[256];
     snprintf(path, sizeof(path), "%s/localhost.pem", state);
     FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
+    ck_assert_msg(f != NULL, "cannot open %s", path);
+    return f;
+}
+
+static X509 *stored(void)
+{
+    FILE *f = stored_file();
     X509 *x = PEM_read_X509(f, NULL, NULL, NULL);
     fclose(f);
     ck_assert_ptr_nonnull(x);
@@ -335,13 +342,10 @@ START_TEST(issue_validated_then_restart)
     ck_assert_int_eq(mode_of("localhost.pem"), 0600);
     /* The file's key is the certificate's. */
     x = stored();
-    char path[256];
-    snprintf(path, sizeof(path), "%s/localhost.pem", state);
-    FILE *f = fopen(path, "r");
-    ck_assert_ptr_nonnull(f);
+    FILE *f = stored_file();
     EVP_PKEY *key = PEM_read_PrivateKey(f, NULL, NULL, NULL);
     fclose(f);
-    ck_assert_msg(key != NULL, "no private key in %s", path);
+    ck_assert_msg(key != NULL, "no private key in %s/localhost.pem", state);
     ck_assert_int_eq(EVP_PKEY_eq(X509_get0_pubkey(x), key), 1);
     EVP_PKEY_free(key);
     X509_free(x);
