@@ -50,23 +50,7 @@ http { access_log off; keepalive_requests 1000000;
     ssl_certificate $tmp/cert.pem; ssl_certificate_key $tmp/key.pem;
     location / { grpc_pass grpc://be; } } }
 EOF
-cat >"$tmp/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 8192
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-  option http-keep-alive
-frontend fe
-  bind 127.0.0.1:18192 ssl crt $tmp/cert-key.pem alpn h2,http/1.1
-  default_backend be
-backend be
-  http-reuse always
-  server s1 127.0.0.1:18180 proto h2
-EOF
+bench_haproxy_h2 "$tmp/haproxy.cfg" 18192 "127.0.0.1:18180 proto h2"
 sed -e "s,CRT,$tmp/cert.pem," -e "s,KEY,$tmp/key.pem," tests/bench/proxy-h2up.conf >"$tmp/corral.conf"
 bench_start nginx -c "$tmp/backend.conf"
 bench_start nginx -c "$tmp/nginx.conf"; roots=("$started")

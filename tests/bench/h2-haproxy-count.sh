@@ -42,23 +42,7 @@ bench_wait 18140 || { echo "h2-haproxy-count: the backend does not answer" >&2; 
 
 sed -e "s,CRT,$tmp/cert.pem," -e "s,KEY,$tmp/key.pem," -e 's,18094,18141,' \
   -e 's,127.0.0.1:18080,127.0.0.1:18140,' tests/bench/proxy-h2.conf >"$tmp/corral.conf"
-cat >"$tmp/haproxy.cfg" <<EOF
-global
-  nbthread 1
-  maxconn 8192
-defaults
-  mode http
-  timeout connect 5s
-  timeout client 30s
-  timeout server 30s
-  option http-keep-alive
-frontend fe
-  bind 127.0.0.1:18142 ssl crt $tmp/cert-key.pem alpn h2,http/1.1
-  default_backend be
-backend be
-  http-reuse always
-  server s1 127.0.0.1:18140
-EOF
+bench_haproxy_h2 "$tmp/haproxy.cfg" 18142 "127.0.0.1:18140"
 
 # syscalls PID: "reads writes", the read() and write() family calls of
 # PID (/proc/PID/io: corral's TLS reads and writes to the clients; the

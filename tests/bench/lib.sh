@@ -123,6 +123,33 @@ $locations
 CONF
 }
 
+# bench_haproxy_h2 FILE PORT SERVER: writes to FILE the configuration of a
+# one-thread HAProxy terminating TLS with ALPN h2 on 127.0.0.1:PORT (the
+# certificate and key bench_cert made in FILE's directory, as
+# cert-key.pem), keeping connections alive and reusing them towards the
+# one SERVER line's backend (`127.0.0.1:18080`, `127.0.0.1:18080 proto h2`):
+# the settings of ../shared/bench/peers/run-h2.sh.
+bench_haproxy_h2() {
+  local file=$1 port=$2 server=$3
+  cat >"$file" <<CONF
+global
+  nbthread 1
+  maxconn 8192
+defaults
+  mode http
+  timeout connect 5s
+  timeout client 30s
+  timeout server 30s
+  option http-keep-alive
+frontend fe
+  bind 127.0.0.1:$port ssl crt $(dirname "$file")/cert-key.pem alpn h2,http/1.1
+  default_backend be
+backend be
+  http-reuse always
+  server s1 $server
+CONF
+}
+
 # bench_busy_pct: how busy the machine's CPUs were over the next second, in
 # percent: other work skews every number a bench prints.
 bench_busy_pct() {
