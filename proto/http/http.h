@@ -83,7 +83,12 @@ static inline bool http_str_equal_nocase(struct http_str s, const char *literal)
 static inline bool http_str_in_nocase(struct http_str s, const struct http_str *table, size_t count)
 {
     for (size_t i = 0; i < count; i++)
-        if (s.len == table[i].len && strncasecmp(s.data, table[i].data, s.len) == 0)
+        /* The first bytes differ in more than the case bit: not equal, and
+         * no strncasecmp() call (most names of the same length end here:
+         * "user-agent" and "keep-alive"). */
+        if (s.len == table[i].len &&
+            (s.len == 0 || ((unsigned char)(s.data[0] ^ table[i].data[0]) & ~0x20u) == 0) &&
+            strncasecmp(s.data, table[i].data, s.len) == 0)
             return true;
     return false;
 }

@@ -10,28 +10,10 @@
 #include "proto/http/vars.h"
 #include "proto/small_mem.h"
 
-#include <assert.h>
 #include <errno.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-
-/* http_str_in_nocase() for a table of lowercase names, each name's first
- * byte compared before strncasecmp() is called: every field of every
- * proxied head is looked up in the tables below, and most share a length
- * with an entry of another name ("user-agent" and "keep-alive"). */
-static bool in_lowercase(struct http_str name, const struct http_str *table, size_t count)
-{
-    for (size_t i = 0; i < count; i++) {
-        assert(table[i].len > 0 && !(table[i].data[0] >= 'A' && table[i].data[0] <= 'Z'));
-        /* | 0x20 makes an ASCII capital its small letter, and no other
-         * byte a small letter. */
-        if (name.len == table[i].len && (name.data[0] | 0x20) == table[i].data[0] &&
-            http_str_in_nocase(name, &table[i], 1))
-            return true;
-    }
-    return false;
-}
 
 /* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
  * the fields a Connection header lists.  HTTP2-Settings belongs to an
@@ -52,9 +34,9 @@ static bool is_hop_by_hop(struct http_str name, const struct http_header *header
     static const struct http_str end_to_end[] = {
         HTTP_STR_LIT("host"), HTTP_STR_LIT("cache-control"), HTTP_STR_LIT("content-type"),
         HTTP_STR_LIT("content-encoding"), HTTP_STR_LIT("content-range")};
-    if (in_lowercase(name, hop, sizeof(hop) / sizeof(hop[0])))
+    if (http_str_in_nocase(name, hop, sizeof(hop) / sizeof(hop[0])))
         return true;
-    if (in_lowercase(name, end_to_end, sizeof(end_to_end) / sizeof(end_to_end[0])))
+    if (http_str_in_nocase(name, end_to_end, sizeof(end_to_end) / sizeof(end_to_end[0])))
         return false;
     for (size_t i = from; i < count; i++) /* headers[from] is one, when there is one */
         if ((i == from || http_str_equal_nocase(headers[i].name, "connection")) &&
@@ -116,7 +98,7 @@ static bool hidden(const struct proxy_location *loc, struct http_str name)
 {
     static const struct http_str replaced[] = {
         HTTP_STR_LIT("date"), HTTP_STR_LIT("server")}; /* the proxy sends its own */
-    if (in_lowercase(name, replaced, sizeof(replaced) / sizeof(replaced[0])))
+    if (http_str_in_nocase(name, replaced, sizeof(replaced) / sizeof(replaced[0])))
         return true;
     for (size_t i = 0; i < loc->hide_header_count; i++)
         if (name.len == loc->hide_headers[i].len &&
