@@ -444,6 +444,15 @@ void corral__listener_free(corral_listener *listener);
 
 /* -------------------------------------------------------------------- UDP */
 
+/* The socket options of UDP segmentation offload (linux/udp.h), which older
+ * C libraries' netinet/udp.h lacks; the kernel's numbers never change. */
+#ifndef UDP_SEGMENT
+#define UDP_SEGMENT 103
+#endif
+#ifndef UDP_GRO
+#define UDP_GRO 104
+#endif
+
 /* The send table's size: entries per sendmmsg(). */
 #define CORRAL__UDP_SEND_BATCH 64
 /* Room for the control messages of one datagram either way: a pktinfo

@@ -73,13 +73,6 @@ static void probe_sockets(struct corral_kernel_caps *caps)
     close(fd);
 }
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-
 /* UDP segmentation offload both ways, asked of a throw-away UDP socket:
  * the socket options exist from the kernel versions that can use them.
  * A device that cannot checksum a GSO send still refuses it at send time;

@@ -17,13 +17,6 @@
 #include <sys/epoll.h>
 #include <unistd.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-
 #define RECV_BATCH_DEFAULT   16
 #define RECV_BATCH_MAX       256
 #define MAX_DATAGRAM_DEFAULT 4096

@@ -12,13 +12,6 @@
 #include <string.h>
 #include <sys/epoll.h>
 
-#ifndef UDP_SEGMENT
-#define UDP_SEGMENT 103
-#endif
-#ifndef UDP_GRO
-#define UDP_GRO 104
-#endif
-
 /* recvmmsg() calls per readiness event: then other events get a turn, and
  * the level-triggered socket brings the worker back for the rest. */
 #define READ_ROUNDS 4
