@@ -5,13 +5,22 @@
  */
 #include "../helpers.h"
 #include "conf/config.h"
+#include "conf/registry.h"
+#include "proto/cache/cache.h"
+#include "proto/cache/cache_conf.h"
+#include "proto/compress/compress.h"
 #include "proto/http/module.h"
 #include "proto/modules.h"
 #include "proto/policy/add_header.h"
+#include "proto/policy/auth_basic.h"
+#include "proto/policy/auth_jwt.h"
+#include "proto/policy/auth_request.h"
 #include "proto/policy/error_page.h"
 #include "proto/policy/limit.h"
 #include "proto/policy/return.h"
 #include "proto/policy/rewrite.h"
+#include "proto/policy/trace.h"
+#include "proto/static/static_module.h"
 #include "proto/upstream/proxy_module.h"
 
 #include <errno.h>
@@ -514,6 +523,511 @@ START_TEST(defaults_when_absent)
     ck_assert_uint_eq(c->file_count, 1);
     ck_assert_str_eq(c->files[0], "test.conf");
     conf_free(c);
+}
+END_TEST
+
+/*
+ * The documented defaults: for each directive whose docs/config.md gives
+ * a value as its default, a block it is written in and that value, as
+ * the directive summary writes it.  tests/build/test_docs_defaults.sh
+ * checks this list against the docs, and that every documented value is
+ * here or on its list of those a parse cannot show.  A config without the
+ * directive and one that writes it with that value must leave the same
+ * setting where a server's location (or the admin block, the upstream,
+ * the stream server) reads it: the field the directive's table entry
+ * sets, or what `show` prints of a directive whose entry sets several.
+ * Another value must leave another setting there: else the setting read
+ * is not the one the directive sets, and the check would prove nothing.
+ */
+typedef void (*documented_show_fn)(const struct conf_config *c, char *buf, size_t len);
+
+struct documented_default {
+    const char *name;
+    unsigned context; /* the block it is written in */
+    const char *value;
+    const char *other; /* a value that is not the default */
+    /* What it needs beside it in that block (USERS: a user file's path);
+     * NULL: nothing. */
+    const char *with;
+    documented_show_fn show; /* NULL: the field its entry sets */
+};
+
+#define DEFAULT(name, context, value, other)                                                       \
+    {                                                                                              \
+        name, context, value, other, NULL, NULL                                                    \
+    }
+#define DEFAULT_WITH(name, context, value, other, with)                                            \
+    {                                                                                              \
+        name, context, value, other, with, NULL                                                    \
+    }
+#define DEFAULT_SHOWN(name, context, value, other, show)                                           \
+    {                                                                                              \
+        name, context, value, other, NULL, show                                                    \
+    }
+#define DEFAULT_SHOWN_WITH(name, context, value, other, with, show)                                \
+    {                                                                                              \
+        name, context, value, other, with, show                                                    \
+    }
+
+/* The first server's first location's struct of `module`. */
+static const void *documented_module(const struct conf_config *c, const struct http_module *module)
+{
+    const void *conf = conf_module_conf(c->servers[0].locations[0].modules, &module->conf);
+    ck_assert_ptr_nonnull(conf);
+    return conf;
+}
+
+static void show_wakeup(const struct conf_config *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d %g", (int)c->wakeup, c->wakeup_spill);
+}
+
+static void show_busy_poll(const struct conf_config *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%u", c->busy_poll_usecs);
+}
+
+static void show_error_log(const struct conf_config *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%s %d", c->error_log != NULL ? c->error_log : "(stderr)",
+             (int)c->log_level);
+}
+
+static void show_http3(const struct conf_config *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%d", c->servers[0].http3_off);
+}
+
+static void show_gzip_http_version(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct compress_conf *conf = documented_module(c, &compress_module);
+    snprintf(buf, len, "%u", conf->http_version);
+}
+
+static void show_gunzip_buffers(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct compress_conf *conf = documented_module(c, &compress_module);
+    snprintf(buf, len, "%zu", conf->gunzip_piece);
+}
+
+static void show_expires(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct static_conf *conf = documented_module(c, &static_module);
+    snprintf(buf, len, "%d %" PRId64, (int)conf->expires, conf->expires_s);
+}
+
+static void show_open_file_cache(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct static_conf *conf = documented_module(c, &static_module);
+    snprintf(buf, len, "%u %" PRIu32, conf->cache.max, conf->cache.inactive_ms);
+}
+
+static void show_proxy_http_version(const struct conf_config *c, char *buf, size_t len)
+{
+    snprintf(buf, len, "%u", proxy_of(c->servers[0].locations[0].modules)->http_version);
+}
+
+/* PROXY_NEXT_WRITTEN says where the value comes from, not what it is. */
+static void show_proxy_next_upstream(const struct conf_config *c, char *buf, size_t len)
+{
+    unsigned next = proxy_of(c->servers[0].locations[0].modules)->proxy.next_upstream;
+    snprintf(buf, len, "%u", next & ~(unsigned)PROXY_NEXT_WRITTEN);
+}
+
+static void show_balance(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct proxy_upstream_conf *u = &c->upstreams[0].upstream;
+    snprintf(buf, len, "%d %d %d", (int)u->balance, u->hash_consistent, u->random_two);
+}
+
+static void show_auth_basic(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct auth_basic_conf *conf = documented_module(c, &auth_basic_module);
+    snprintf(buf, len, "%s", conf->realm != NULL ? conf->realm : "(off)");
+}
+
+static void show_access_log(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct conf_location *l = &c->servers[0].locations[0];
+    snprintf(buf, len, "%zu %zu %zu %s", c->access_logs.count, c->servers[0].access_logs.count,
+             l->access_logs.count, c->access_log != NULL ? c->access_log : "(off)");
+}
+
+static void show_auth_jwt(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct auth_jwt_conf *conf = documented_module(c, &auth_jwt_module);
+    snprintf(buf, len, "%s", conf->realm != NULL ? conf->realm : "(off)");
+}
+
+static void show_auth_request(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct auth_request_conf *conf = documented_module(c, &auth_request_module);
+    snprintf(buf, len, "%s", conf->uri != NULL ? conf->uri : "(off)");
+}
+
+static void show_otel_trace(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct trace_conf *conf = documented_module(c, &trace_module);
+    snprintf(buf, len, "%d %s", conf->trace,
+             conf->trace_variable != NULL ? conf->trace_variable : "(none)");
+}
+
+static void show_otel_sampler(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct trace_conf *conf = documented_module(c, &trace_module);
+    snprintf(buf, len, "%" PRIu64 " %d %d", conf->sampler.threshold, conf->sampler.all,
+             conf->sampler.parent_based);
+}
+
+static void show_proxy_cache(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct cache_conf *conf = documented_module(c, &cache_module);
+    snprintf(buf, len, "%s", conf->zone != NULL ? conf->zone : "(off)");
+}
+
+static void show_proxy_cache_key(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct cache_conf *conf = documented_module(c, &cache_module);
+    snprintf(buf, len, "%s", conf->key != NULL ? conf->key : "(null)");
+}
+
+/* The body's file path is the module's written one, merged into proxy's. */
+static void show_client_body_temp_path(const struct conf_config *c, char *buf, size_t len)
+{
+    const char *path = proxy_of(c->servers[0].locations[0].modules)->proxy.body_temp_path;
+    snprintf(buf, len, "%s", path != NULL ? path : "(null)");
+}
+
+/* The top level's: the exporter's. */
+static void show_otel_service_name(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct trace_conf *conf = conf_module_conf(c->modules, &trace_module.conf);
+    ck_assert_ptr_nonnull(conf);
+    const char *name = conf->exporter.service_name;
+    snprintf(buf, len, "%s", name != NULL ? name : "(null)");
+}
+
+/* An otel_exporter block's settings, which its entry's apply sets. */
+static void show_otel_exporter(const struct conf_config *c, char *buf, size_t len)
+{
+    const struct trace_conf *conf = conf_module_conf(c->modules, &trace_module.conf);
+    ck_assert_ptr_nonnull(conf);
+    snprintf(buf, len, "%" PRIu32 " %u %u", conf->exporter.interval_ms, conf->exporter.batch_size,
+             conf->exporter.batch_count);
+}
+
+/* A stream server's setting, which the stream block's entries set among
+ * others. */
+#define SHOW_STREAM(field)                                                                         \
+    static void show_stream_##field(const struct conf_config *c, char *buf, size_t len)            \
+    {                                                                                              \
+        snprintf(buf, len, "%llu", (unsigned long long)c->stream.servers[0].conf.field);           \
+    }
+SHOW_STREAM(connect_timeout_ms)
+SHOW_STREAM(timeout_ms)
+SHOW_STREAM(next_upstream)
+SHOW_STREAM(next_upstream_tries)
+SHOW_STREAM(next_upstream_timeout_ms)
+SHOW_STREAM(proxy_protocol)
+SHOW_STREAM(buffer_size)
+SHOW_STREAM(requests)
+SHOW_STREAM(preread)
+#define STREAM_DEFAULT(name, value, other, field)                                                  \
+    {                                                                                              \
+        name, CONF_STREAM, value, other, NULL, show_stream_##field                                 \
+    }
+
+static const struct documented_default documented_defaults[] = {
+    DEFAULT("workers", CONF_MAIN, "auto", "2"),
+    DEFAULT_SHOWN("wakeup", CONF_MAIN, "auto", "roundrobin", show_wakeup),
+    DEFAULT("max_connections", CONF_MAIN, "10000", "10001"),
+    DEFAULT_SHOWN("busy_poll", CONF_MAIN, "off", "50", show_busy_poll),
+    DEFAULT("drain_timeout", CONF_MAIN, "10s", "11s"),
+    DEFAULT("shutdown_delay", CONF_MAIN, "0", "1"),
+    DEFAULT_SHOWN("error_log", CONF_MAIN, "stderr info", "stderr warn", show_error_log),
+    DEFAULT_SHOWN("http3", CONF_MAIN, "on", "off", show_http3),
+    DEFAULT("quic_bpf", CONF_MAIN, "on", "off"),
+    DEFAULT("quic_gso", CONF_MAIN, "on", "off"),
+    DEFAULT("quic_retry", CONF_MAIN, "off", "on"),
+    DEFAULT("quic_retry_threshold", CONF_MAIN, "100", "101"),
+    DEFAULT("http3_max_concurrent_streams", CONF_MAIN, "128", "129"),
+    DEFAULT("http3_stream_buffer_size", CONF_MAIN, "64k", "65k"),
+    DEFAULT("ssl_early_data", CONF_MAIN, "off", "on"),
+    DEFAULT("absolute_redirect", CONF_MAIN, "on", "off"),
+    DEFAULT("port_in_redirect", CONF_MAIN, "on", "off"),
+    DEFAULT("server_name_in_redirect", CONF_MAIN, "off", "on"),
+    DEFAULT("server_timing", CONF_MAIN, "off", "on"),
+    DEFAULT("gzip", CONF_MAIN, "off", "on"),
+    DEFAULT("brotli", CONF_MAIN, "off", "on"),
+    DEFAULT("zstd", CONF_MAIN, "off", "on"),
+    DEFAULT("gzip_min_length", CONF_MAIN, "20", "21"),
+    DEFAULT("brotli_min_length", CONF_MAIN, "20", "21"),
+    DEFAULT("zstd_min_length", CONF_MAIN, "20", "21"),
+    DEFAULT("gzip_comp_level", CONF_MAIN, "1", "2"),
+    DEFAULT("brotli_comp_level", CONF_MAIN, "3", "4"),
+    DEFAULT("zstd_comp_level", CONF_MAIN, "1", "2"),
+    DEFAULT("gzip_vary", CONF_MAIN, "off", "on"),
+    DEFAULT("gzip_proxied", CONF_MAIN, "off", "any"),
+    DEFAULT_SHOWN("gzip_http_version", CONF_MAIN, "1.1", "1.0", show_gzip_http_version),
+    DEFAULT("gunzip", CONF_MAIN, "off", "on"),
+    DEFAULT_SHOWN("gunzip_buffers", CONF_MAIN, "32 4k", "32 8k", show_gunzip_buffers),
+    DEFAULT("client_header_timeout", CONF_MAIN, "60s", "61s"),
+    DEFAULT("client_body_timeout", CONF_MAIN, "60s", "61s"),
+    DEFAULT("send_timeout", CONF_MAIN, "60s", "61s"),
+    DEFAULT("keepalive_timeout", CONF_MAIN, "75s", "76s"),
+    DEFAULT("keepalive_requests", CONF_MAIN, "1000", "1001"),
+    DEFAULT("client_max_header_size", CONF_MAIN, "8k", "9k"),
+    DEFAULT("client_max_headers", CONF_MAIN, "100", "101"),
+    DEFAULT("client_max_body_size", CONF_MAIN, "1m", "2m"),
+    DEFAULT("http2_max_concurrent_streams", CONF_MAIN, "128", "129"),
+    DEFAULT("http2_max_header_list_size", CONF_MAIN, "32k", "33k"),
+    DEFAULT("http2_initial_window_size", CONF_MAIN, "64k", "65k"),
+    DEFAULT("http2_idle_timeout", CONF_MAIN, "3m", "4m"),
+    DEFAULT("http2_max_resets", CONF_MAIN, "200", "201"),
+    DEFAULT("http2_reset_interval", CONF_MAIN, "10s", "11s"),
+    DEFAULT("http2_stream_buffer_size", CONF_MAIN, "64k", "65k"),
+    DEFAULT_SHOWN("expires", CONF_MAIN, "off", "1h", show_expires),
+    DEFAULT("etag", CONF_MAIN, "on", "off"),
+    DEFAULT("if_modified_since", CONF_MAIN, "exact", "before"),
+    DEFAULT("disable_symlinks", CONF_MAIN, "off", "on"),
+    DEFAULT_SHOWN("open_file_cache", CONF_MAIN, "off", "max=10", show_open_file_cache),
+    DEFAULT("open_file_cache_valid", CONF_MAIN, "1s", "2s"),
+    DEFAULT("sendfile", CONF_MAIN, "on", "off"),
+    DEFAULT("autoindex", CONF_MAIN, "off", "on"),
+    DEFAULT("gzip_static", CONF_MAIN, "off", "on"),
+    DEFAULT("brotli_static", CONF_MAIN, "off", "on"),
+    DEFAULT("zstd_static", CONF_MAIN, "off", "on"),
+    DEFAULT("proxy_intercept_errors", CONF_MAIN, "off", "on"),
+    DEFAULT("grpc_intercept_errors", CONF_MAIN, "off", "on"),
+    DEFAULT("proxy_connect_timeout", CONF_MAIN, "60s", "61s"),
+    DEFAULT("proxy_read_timeout", CONF_MAIN, "60s", "61s"),
+    DEFAULT("proxy_send_timeout", CONF_MAIN, "60s", "61s"),
+    DEFAULT("proxy_buffer_size", CONF_MAIN, "8k", "9k"),
+    DEFAULT("grpc_buffer_size", CONF_MAIN, "8k", "9k"),
+    DEFAULT("proxy_splice", CONF_MAIN, "on", "off"),
+    DEFAULT("proxy_request_buffering", CONF_MAIN, "off", "on"),
+    DEFAULT("grpc_request_buffering", CONF_MAIN, "off", "on"),
+    DEFAULT("client_body_buffer_size", CONF_MAIN, "16k", "32k"),
+    DEFAULT_SHOWN("client_body_temp_path", CONF_MAIN, "/tmp", "/var/tmp",
+                  show_client_body_temp_path),
+    DEFAULT("client_body_temp_max_size", CONF_MAIN, "1g", "2g"),
+    DEFAULT("proxy_via", CONF_MAIN, "off", "on"),
+    DEFAULT_SHOWN("proxy_http_version", CONF_MAIN, "1.1", "2", show_proxy_http_version),
+    DEFAULT_SHOWN("proxy_next_upstream", CONF_MAIN, "error timeout", "error",
+                  show_proxy_next_upstream),
+    DEFAULT("proxy_next_upstream_tries", CONF_MAIN, "0", "1"),
+    DEFAULT("proxy_next_upstream_timeout", CONF_MAIN, "0", "1"),
+    DEFAULT_SHOWN_WITH("proxy_cache", CONF_MAIN, "off", "zone",
+                       "proxy_cache_path /tmp/cache keys_zone=zone:1m;", show_proxy_cache),
+    DEFAULT_SHOWN("proxy_cache_key", CONF_MAIN, "$scheme$host$request_uri", "$host$request_uri",
+                  show_proxy_cache_key),
+    DEFAULT("proxy_cache_methods", CONF_MAIN, "GET HEAD", "GET HEAD POST"),
+    DEFAULT("proxy_cache_min_uses", CONF_MAIN, "1", "2"),
+    DEFAULT("proxy_cache_lock", CONF_MAIN, "off", "on"),
+    DEFAULT("proxy_cache_lock_timeout", CONF_MAIN, "5s", "6s"),
+    DEFAULT("proxy_cache_use_stale", CONF_MAIN, "off", "error"),
+    DEFAULT("proxy_cache_revalidate", CONF_MAIN, "off", "on"),
+    DEFAULT("proxy_cache_background_update", CONF_MAIN, "off", "on"),
+    DEFAULT_SHOWN("balance", CONF_UPSTREAM, "round_robin", "least_conn", show_balance),
+    DEFAULT("keepalive", CONF_UPSTREAM, "32", "33"),
+    DEFAULT("keepalive_timeout", CONF_UPSTREAM, "60s", "61s"),
+    DEFAULT("api_servers", CONF_UPSTREAM, "0", "1"),
+    DEFAULT("proxy_protocol", CONF_UPSTREAM, "off", "on"),
+    DEFAULT_WITH("proxy_protocol_version", CONF_UPSTREAM, "1", "2", "proxy_protocol on;"),
+    DEFAULT("tls_protocols", CONF_MAIN, "TLSv1.2 TLSv1.3", "TLSv1.3"),
+    DEFAULT("tls_protocols", CONF_STREAM, "TLSv1.2 TLSv1.3", "TLSv1.3"),
+    DEFAULT("tls_session_tickets", CONF_MAIN, "on", "off"),
+    DEFAULT("tls_session_ticket_rotation", CONF_MAIN, "1h", "2h"),
+    DEFAULT("tls_session_cache", CONF_MAIN, "20000", "20001"),
+    DEFAULT("tls_session_timeout", CONF_MAIN, "5m", "6m"),
+    DEFAULT("tls_handshake_timeout", CONF_MAIN, "10s", "11s"),
+    DEFAULT("tls_ktls", CONF_MAIN, "off", "on"),
+    DEFAULT("tls_certificate_watch", CONF_MAIN, "off", "on"),
+    DEFAULT("tls_stapling", CONF_MAIN, "off", "on"),
+    DEFAULT("tls_stapling_verify", CONF_MAIN, "off", "on"),
+    DEFAULT("proxy_tls_verify", CONF_LOCATION, "on", "off"),
+    DEFAULT_SHOWN("access_log", CONF_MAIN, "off", "a.log", show_access_log),
+    DEFAULT("real_ip_recursive", CONF_MAIN, "off", "on"),
+    DEFAULT("satisfy", CONF_MAIN, "all", "any"),
+    DEFAULT_SHOWN_WITH("auth_basic", CONF_MAIN, "off", "realm", "auth_basic_user_file USERS;",
+                       show_auth_basic),
+    DEFAULT_SHOWN_WITH("auth_jwt", CONF_MAIN, "off", "realm", "auth_jwt_key_request /jwks;",
+                       show_auth_jwt),
+    DEFAULT("auth_jwt_key_cache", CONF_MAIN, "0", "1"),
+    DEFAULT_SHOWN("auth_request", CONF_MAIN, "off", "/auth", show_auth_request),
+    DEFAULT("auth_jwt_leeway", CONF_MAIN, "0s", "1s"),
+    DEFAULT_SHOWN("interval", CONF_OTEL_EXPORTER, "5s", "6s", show_otel_exporter),
+    DEFAULT_SHOWN("batch_size", CONF_OTEL_EXPORTER, "512", "513", show_otel_exporter),
+    DEFAULT_SHOWN("batch_count", CONF_OTEL_EXPORTER, "4", "5", show_otel_exporter),
+    DEFAULT_SHOWN("otel_service_name", CONF_MAIN, "unknown_service:corral", "shop",
+                  show_otel_service_name),
+    DEFAULT_SHOWN_WITH("otel_trace", CONF_MAIN, "off", "on",
+                       "otel_exporter { endpoint 127.0.0.1:4318; }", show_otel_trace),
+    DEFAULT("otel_trace_context", CONF_MAIN, "ignore", "extract"),
+    DEFAULT_SHOWN("otel_sampler", CONF_MAIN, "ratio=1", "ratio=0.5", show_otel_sampler),
+    DEFAULT("limit_req_status", CONF_MAIN, "503", "429"),
+    DEFAULT("limit_conn_status", CONF_MAIN, "503", "429"),
+    STREAM_DEFAULT("proxy_connect_timeout", "60s", "61s", connect_timeout_ms),
+    STREAM_DEFAULT("proxy_timeout", "10m", "11m", timeout_ms),
+    STREAM_DEFAULT("proxy_next_upstream", "on", "off", next_upstream),
+    STREAM_DEFAULT("proxy_next_upstream_tries", "0", "1", next_upstream_tries),
+    STREAM_DEFAULT("proxy_next_upstream_timeout", "0", "1", next_upstream_timeout_ms),
+    STREAM_DEFAULT("proxy_protocol", "off", "on", proxy_protocol),
+    STREAM_DEFAULT("proxy_buffer_size", "64k", "65k", buffer_size),
+    STREAM_DEFAULT("proxy_requests", "0", "1", requests),
+    STREAM_DEFAULT("tls_preread", "off", "on", preread),
+};
+
+/* The entry of `name` for `context`, in conf/'s tables or a registered
+ * module's (then *module is that module). */
+static const struct conf_directive *documented_entry(const char *name, unsigned context,
+                                                     const struct conf_module **module)
+{
+    *module = NULL;
+    for (size_t t = 0; t < conf__table_count; t++)
+        for (const struct conf_directive *d = conf__tables[t]; d->name != NULL; d++)
+            if (strcmp(d->name, name) == 0 && (d->contexts & context))
+                return d;
+    for (size_t m = 0; m < modules_count; m++) {
+        const struct conf_module *candidate = &modules_list[m]->conf;
+        for (const struct conf_directive *d = candidate->directives; d != NULL && d->name != NULL;
+             d++) {
+            if (strcmp(d->name, name) == 0 && (d->contexts & context)) {
+                *module = candidate;
+                return d;
+            }
+        }
+    }
+    return NULL;
+}
+
+/* A config with one of each block a directive may be written in, and
+ * `line` in the block of `context` (an otel_exporter block only for a
+ * line of its own: it makes spans go somewhere). */
+static struct conf_config *documented_config(unsigned context, const char *line)
+{
+    static const unsigned blocks[] = {CONF_MAIN,     CONF_ADMIN,  CONF_UPSTREAM,     CONF_SERVER,
+                                      CONF_LOCATION, CONF_STREAM, CONF_STREAM_SERVER};
+    const char *in[sizeof(blocks) / sizeof(blocks[0])];
+    for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++)
+        in[b] = blocks[b] == context ? line : "";
+    char exporter[600] = "";
+    if (context == CONF_OTEL_EXPORTER)
+        snprintf(exporter, sizeof(exporter), "otel_exporter { endpoint 127.0.0.1:4318; %s }", line);
+    char text[2048];
+    int n = snprintf(text, sizeof(text),
+                     "%s\n%s\n"
+                     "admin { listen 127.0.0.1:9090; %s }\n"
+                     "upstream app { server 127.0.0.1:9001; %s }\n"
+                     "server { listen 127.0.0.1:8080; %s\n"
+                     "    location / { proxy_pass https://app; %s } }\n"
+                     "stream { %s\n"
+                     "    server { listen 127.0.0.1:9002; proxy_pass 127.0.0.1:9003; %s } }\n",
+                     in[0], exporter, in[1], in[2], in[3], in[4], in[5], in[6]);
+    ck_assert(n > 0 && (size_t)n < sizeof(text));
+    return parse_ok(text);
+}
+
+/* What `row`'s directive left in `c`, printed: its show's, or the field
+ * its table entry sets, as the first server's location (or the admin
+ * block, the upstream) reads it. */
+static void documented_value(const struct conf_config *c, const struct documented_default *row,
+                             char *buf, size_t len)
+{
+    if (row->show != NULL) {
+        row->show(c, buf, len);
+        return;
+    }
+    const struct conf_module *module;
+    const struct conf_directive *entry = documented_entry(row->name, row->context, &module);
+    ck_assert_msg(entry != NULL, "%s: no entry for its block", row->name);
+    const struct conf_server *s = &c->servers[0];
+    const char *base = NULL;
+    switch (entry->base) {
+    case CONF_BASE_MAIN: base = (const char *)c; break;
+    case CONF_BASE_LIMITS: base = (const char *)&s->http.limits; break;
+    case CONF_BASE_HTTP2: base = (const char *)&s->http.http2; break;
+    case CONF_BASE_TLS:
+        if (row->context == CONF_ADMIN)
+            base = (const char *)&c->admin.tls;
+        else if (row->context == CONF_STREAM)
+            base = (const char *)&c->stream.servers[0].tls;
+        else
+            base = (const char *)&s->tls;
+        break;
+    case CONF_BASE_LOCATION: base = (const char *)&s->locations[0]; break;
+    case CONF_BASE_UPSTREAM: base = (const char *)&c->upstreams[0]; break;
+    case CONF_BASE_MODULE: base = conf_module_conf(s->locations[0].modules, module); break;
+    }
+    ck_assert_ptr_nonnull(base);
+    const void *field = base + entry->offset;
+    switch (entry->kind) {
+    case CONF_KIND_DURATION: snprintf(buf, len, "%" PRIu32, *(const uint32_t *)field); break;
+    case CONF_KIND_SIZE: snprintf(buf, len, "%zu", *(const size_t *)field); break;
+    case CONF_KIND_COUNT:
+    case CONF_KIND_FLAGS: snprintf(buf, len, "%u", *(const unsigned *)field); break;
+    case CONF_KIND_SWITCH: snprintf(buf, len, "%d", *(const bool *)field); break;
+    case CONF_KIND_KEYWORD: snprintf(buf, len, "%d", *(const int *)field); break;
+    case CONF_KIND_STRING:
+    case CONF_KIND_PATH: {
+        const char *text = *(char *const *)field;
+        snprintf(buf, len, "%s", text != NULL ? text : "(null)");
+        break;
+    }
+    case CONF_KIND_NONE: ck_abort_msg("%s: its entry sets no one field: give it a show", row->name);
+    }
+}
+
+/* What `row`'s directive leaves with `value` written (NULL: not written);
+ * `users`: a user file's path, for USERS in row->with. */
+static void documented_written(const struct documented_default *row, const char *value,
+                               const char *users, char *buf, size_t len)
+{
+    char with[256] = "";
+    const char *token = row->with != NULL ? strstr(row->with, "USERS") : NULL;
+    int n = 0;
+    if (token != NULL)
+        n = snprintf(with, sizeof(with), "%.*s%s%s", (int)(token - row->with), row->with, users,
+                     token + strlen("USERS"));
+    else if (row->with != NULL)
+        n = snprintf(with, sizeof(with), "%s", row->with);
+    ck_assert(n >= 0 && (size_t)n < sizeof(with));
+    char line[512];
+    if (value != NULL)
+        n = snprintf(line, sizeof(line), "%s %s; %s", row->name, value, with);
+    else
+        n = snprintf(line, sizeof(line), "%s", with);
+    ck_assert(n >= 0 && (size_t)n < sizeof(line));
+    struct conf_config *c = documented_config(row->context, line);
+    documented_value(c, row, buf, len);
+    conf_free(c);
+}
+
+START_TEST(documented_defaults_are_the_code_s)
+{
+    const struct documented_default *row = &documented_defaults[_i];
+    /* auth_basic on needs a user file with a user: alice's, from
+     * `htpasswd -nbB -C 4 alice secret` */
+    char users[] = "/tmp/corral-users-XXXXXX";
+    bool needs_users = row->with != NULL && strstr(row->with, "USERS") != NULL;
+    if (needs_users) {
+        int fd = mkstemp(users);
+        ck_assert_int_ge(fd, 0);
+        static const char user[] =
+            "alice:$2y$04$PGfAFGJbPzOJUX./IawePemBWfv2cwWxCay9aPiyh.tbmm43pCvVG\n";
+        ck_assert_int_eq(write(fd, user, strlen(user)), (ssize_t)strlen(user));
+        ck_assert_int_eq(close(fd), 0);
+    }
+    char absent[256], written[256], other[256];
+    documented_written(row, NULL, users, absent, sizeof(absent));
+    documented_written(row, row->value, users, written, sizeof(written));
+    documented_written(row, row->other, users, other, sizeof(other));
+    if (needs_users)
+        unlink(users);
+    ck_assert_msg(strcmp(absent, written) == 0, "%s: absent: %s; written \"%s\": %s", row->name,
+                  absent, row->value, written);
+    ck_assert_msg(strcmp(other, written) != 0, "%s: \"%s\" and \"%s\" both give %s", row->name,
+                  row->value, row->other, written);
 }
 END_TEST
 
@@ -3692,6 +4206,7 @@ Suite *test_suite(void)
     TCase *valid = tcase_create("valid");
     tcase_set_timeout(valid, 20);
     tcase_add_test(valid, defaults_when_absent);
+    tcase_add_loop_test(valid, documented_defaults_are_the_code_s, 0, COUNT(documented_defaults));
     tcase_add_test(valid, quic_listens);
     tcase_add_test(valid, rewrite_is_its_modules);
     tcase_add_test(valid, if_is_a_jump_in_the_rewrite_lines);
