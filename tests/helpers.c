@@ -121,6 +121,13 @@ int test_reserve_port(int *port)
     return fd;
 }
 
+int test_listen(int *port, int backlog)
+{
+    int fd = test_reserve_port(port);
+    ck_assert_msg(listen(fd, backlog) == 0, "listen: %s", strerror(errno));
+    return fd;
+}
+
 int test_listen_sockets(const char *host, int port)
 {
     struct in_addr want;

@@ -147,8 +147,7 @@ static void *echo_run(void *arg)
 static void echo_start(struct echo *e)
 {
     memset(e, 0, sizeof(*e));
-    e->fd = test_reserve_port(&e->port);
-    ck_assert_int_eq(listen(e->fd, 64), 0);
+    e->fd = test_listen(&e->port, 64);
     ck_assert_int_eq(pthread_create(&e->thread, NULL, echo_run, e), 0);
 }
 
@@ -196,8 +195,7 @@ static void canned_start(struct canned *c, const char *reply)
 {
     memset(c, 0, sizeof(*c));
     c->reply = reply;
-    c->fd = test_reserve_port(&c->port);
-    ck_assert_int_eq(listen(c->fd, 64), 0);
+    c->fd = test_listen(&c->port, 64);
     ck_assert_int_eq(pthread_create(&c->thread, NULL, canned_run, c), 0);
 }
 
@@ -376,8 +374,7 @@ END_TEST
 START_TEST(client_gone_while_the_service_thinks)
 {
     int silent_port;
-    int silent = test_reserve_port(&silent_port);
-    ck_assert_int_eq(listen(silent, 16), 0);
+    int silent = test_listen(&silent_port, 16);
     struct test_daemon d;
     struct echo e;
     echo_start(&e);
@@ -438,8 +435,7 @@ START_TEST(service_garbage_or_silence_is_500)
     test_daemon_stop(&d);
     canned_stop(&garbage);
     int silent_port;
-    int silent = test_reserve_port(&silent_port);
-    ck_assert_int_eq(listen(silent, 16), 0);
+    int silent = test_listen(&silent_port, 16);
     start_front_odd(&d, 0, e.port, silent_port);
     uint64_t start_ms = test_now_ms();
     curl(d.port, "-o /dev/null", "/odd/", out, sizeof(out));

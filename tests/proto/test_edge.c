@@ -316,14 +316,9 @@ static void *backend_run(void *arg)
 
 static void backend_start(struct backend *b)
 {
-    *b = (struct backend){.fd = socket(AF_INET, SOCK_STREAM, 0)};
+    *b = (struct backend){0};
     pthread_mutex_init(&b->lock, NULL);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 64), 0);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
+    b->fd = test_listen(&b->port, 64);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
 }
 

@@ -131,9 +131,7 @@ static void backend_start(struct backend *b)
 {
     memset(b, 0, sizeof(*b));
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = test_reserve_port(&b->port);
-    ck_assert_int_ge(b->fd, 0);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
+    b->fd = test_listen(&b->port, 16);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
 }
 

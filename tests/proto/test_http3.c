@@ -2498,14 +2498,10 @@ static void *backend_run(void *arg)
 START_TEST(proxy_pass_works)
 {
     struct backend b;
-    b.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b.fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b.fd, 4), 0);
-    socklen_t addr_len = sizeof(addr);
-    ck_assert_int_eq(getsockname(b.fd, (struct sockaddr *)&addr, &addr_len), 0);
+    int port;
+    b.fd = test_listen(&port, 4);
     char address[64];
-    snprintf(address, sizeof(address), "127.0.0.1:%u", ntohs(addr.sin_port));
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
     struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
     server.address = address;
     struct proxy_upstream_conf upstream = {.name = "back", .servers = &server, .server_count = 1};

@@ -1026,14 +1026,8 @@ static void *gate_run(void *arg)
 static void gate_start(struct gate_backend *b)
 {
     memset(b, 0, sizeof(*b));
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, GATE_MAX), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
+    b->fd = test_listen(&b->port, GATE_MAX);
+    ck_assert_int_eq(fcntl(b->fd, F_SETFL, O_NONBLOCK), 0);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, gate_run, b), 0);
 }
 

@@ -489,8 +489,7 @@ static void *backend_main(void *arg)
 
 static void backend_start(struct backend *b)
 {
-    ck_assert_int_ge(b->fd = test_reserve_port(&b->port), 0);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
+    b->fd = test_listen(&b->port, 16);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
 }
 
