@@ -133,6 +133,10 @@ int test_reserve_port(int *port);
  * accepted, it is a server that takes connections and never answers. */
 int test_listen(int *port, int backlog);
 
+/* A UDP socket bound to 127.0.0.1:0, not inherited by a daemon the test
+ * starts: its port in *port.  Fails the test on error. */
+int test_bind_udp(int *port);
+
 /* The TCP sockets listening on IPv4 `host`:port in this network namespace
  * (/proc/net/tcp): each socket once, however many descriptors, processes
  * or generations hold it. */

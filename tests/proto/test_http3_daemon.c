@@ -134,14 +134,9 @@ static void backend_stop(struct test_backend *b)
  * before the daemon binds it (Alt-Svc names it). */
 static int free_udp_port(void)
 {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    close(fd);
-    return ntohs(addr.sin_port);
+    int port;
+    close(test_bind_udp(&port));
+    return port;
 }
 
 static bool have_tools(void)
@@ -1558,12 +1553,8 @@ END_TEST
 START_TEST(port_in_use_refuses_start)
 {
     make_certificate();
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    int quic = ntohs(addr.sin_port);
+    int quic;
+    int fd = test_bind_udp(&quic);
     struct test_daemon d;
     test_daemon_init(&d, "h3");
     write_config(&d, quic, 9, "");
