@@ -1284,7 +1284,9 @@ START_TEST(if_carries_location_settings)
     /* The canary got the request as the location's backend would. */
     ck_assert(backend_header(&canary, "X-Canary", value, sizeof(value)));
     ck_assert_str_eq(value, "1");
+    pthread_mutex_lock(&canary.lock); /* the HTTP/2 requests below reach it again */
     ck_assert(strncmp(canary.head, "GET /api/x HTTP/1.1\r\n", 21) == 0);
+    pthread_mutex_unlock(&canary.lock);
 
     /* The same over HTTP/2. */
     h2_request(d.port, "-X OPTIONS", "/api/x", response, sizeof(response));
