@@ -2,6 +2,7 @@
  * dns.c: the tests' DNS server on loopback (dns.h).
  */
 #include "tests/dns.h"
+#include "tests/helpers.h"
 
 #include <arpa/inet.h>
 #include <check.h>
@@ -111,12 +112,7 @@ struct dns_server *dns_start(void)
 {
     struct dns_server *d = calloc(1, sizeof(*d));
     ck_assert_ptr_nonnull(d);
-    d->fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(d->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(d->fd, (struct sockaddr *)&addr, &len), 0);
-    d->port = ntohs(addr.sin_port);
+    d->fd = test_bind_udp(&d->port);
     ck_assert_int_eq(pthread_create(&d->thread, NULL, dns_main, d), 0);
     return d;
 }

@@ -109,15 +109,33 @@ int test_connect_address(const char *address)
     return connect_address(address, 0);
 }
 
-int test_reserve_port(int *port)
+/* A socket of `type` bound to 127.0.0.1:0, its port in *port. */
+static int bind_loopback(int type, int *port)
 {
-    int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
     ck_assert_int_ge(fd, 0);
     struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
     ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
     socklen_t len = sizeof(addr);
     ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
     *port = ntohs(addr.sin_port);
+    return fd;
+}
+
+int test_reserve_port(int *port)
+{
+    return bind_loopback(SOCK_STREAM, port);
+}
+
+int test_bind_udp(int *port)
+{
+    return bind_loopback(SOCK_DGRAM, port);
+}
+
+int test_listen(int *port, int backlog)
+{
+    int fd = test_reserve_port(port);
+    ck_assert_msg(listen(fd, backlog) == 0, "listen: %s", strerror(errno));
     return fd;
 }
 

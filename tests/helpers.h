@@ -128,6 +128,15 @@ int test_connect_small(int port, int rcvbuf);
  * hand the port to a config.  Fails the test on error. */
 int test_reserve_port(int *port);
 
+/* test_reserve_port() listening with a backlog of `backlog`.  Until the
+ * test accepts them its connections complete in that backlog: never
+ * accepted, it is a server that takes connections and never answers. */
+int test_listen(int *port, int backlog);
+
+/* A UDP socket bound to 127.0.0.1:0, not inherited by a daemon the test
+ * starts: its port in *port.  Fails the test on error. */
+int test_bind_udp(int *port);
+
 /* The TCP sockets listening on IPv4 `host`:port in this network namespace
  * (/proc/net/tcp): each socket once, however many descriptors, processes
  * or generations hold it. */

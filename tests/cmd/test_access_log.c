@@ -287,8 +287,7 @@ END_TEST
 START_TEST(client_gone_is_499_with_its_request)
 {
     int port;
-    int silent = test_reserve_port(&port);
-    ck_assert_int_eq(listen(silent, 16), 0); /* accepts, never answers */
+    int silent = test_listen(&port, 16); /* accepts, never answers */
     char path[256], extra[1024], location[256];
     log_path(path, sizeof(path));
     snprintf(extra, sizeof(extra), "access_log %s;", path);

@@ -166,10 +166,8 @@ END_TEST
  * stop watching it, not spin on it. */
 START_TEST(a_socket_that_stops_listening_does_not_spin_the_worker)
 {
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(fd, 16), 0);
+    int port;
+    int fd = test_listen(&port, 16);
     struct corral_server_config config;
     corral_server_config_init(&config);
     config.workers = 1;
@@ -244,19 +242,15 @@ START_TEST(take_queue_serves_what_a_foreign_socket_queued)
     corral_listener *listener;
     ck_assert_int_eq(
         corral_server_listen(server, "127.0.0.1:0", NULL, &echo_handler, NULL, &listener), 0);
-    int other = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0); /* blocking */
-    ck_assert_int_ge(other, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(other, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(other, 16), 0);
-    ck_assert_int_eq(getsockname(other, (struct sockaddr *)&addr, &len), 0);
+    int port;
+    /* A listener of the test's own, and a blocking one. */
+    int other = test_listen(&port, 16);
     ck_assert_int_eq(corral_listener_take_queue(listener, other), -EINVAL); /* not running */
 
     ck_assert_int_eq(corral_server_start(server), 0);
     int clients[3];
     for (int i = 0; i < 3; i++)
-        clients[i] = test_connect(ntohs(addr.sin_port));
+        clients[i] = test_connect(port);
     ck_assert_int_eq(corral_listener_take_queue(listener, other), 0);
     ck_assert_int_eq(corral_listener_take_queue(listener, other), 0); /* empty */
     close(other);

@@ -10,6 +10,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <fcntl.h>
 #include <netinet/in.h>
 #include <pthread.h>
 #include <stdatomic.h>
@@ -280,13 +281,8 @@ static bool raw_sets(int flag, int *listener, int *port, int *shared, int *upper
         fprintf(stderr, "SKIP: epoll_create1(0x%x): %s\n", flag, strerror(errno));
         return false;
     }
-    *listener = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(*listener, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(*listener, 64), 0);
-    ck_assert_int_eq(getsockname(*listener, (struct sockaddr *)&addr, &len), 0);
-    *port = ntohs(addr.sin_port);
+    *listener = test_listen(port, 64);
+    ck_assert_int_eq(fcntl(*listener, F_SETFL, O_NONBLOCK), 0);
     struct epoll_event ev = {.events = EPOLLIN};
     ck_assert_int_eq(epoll_ctl(*shared, EPOLL_CTL_ADD, *listener, &ev), 0);
     for (int i = 0; i < count; i++) {

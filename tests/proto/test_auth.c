@@ -402,8 +402,7 @@ END_TEST
 START_TEST(jwt_client_gone_while_keys_are_fetched)
 {
     int silent_port;
-    int silent = test_reserve_port(&silent_port);
-    ck_assert_int_eq(listen(silent, 16), 0);
+    int silent = test_listen(&silent_port, 16);
     char text[2048];
     snprintf(text, sizeof(text),
              "workers 1;\nadmin { listen 127.0.0.2:0; }\n"

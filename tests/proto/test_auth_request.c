@@ -39,11 +39,9 @@ static void curl(int port, const char *args, const char *path, char *out, size_t
 /* Answers each request on its connection with its body, and records the
  * method, target and body length of the last GET and the last POST. */
 struct echo {
-    int fd, port;
-    pthread_t thread;
-    atomic_bool stop;
+    struct test_backend server;
+    int port;
     atomic_int posts, gets, posts_with_user;
-    atomic_int conns;       /* connection threads still running */
     atomic_size_t get_body; /* body bytes a GET came with (the auth ask) */
 };
 
@@ -79,29 +77,26 @@ static long read_request(int fd, char *buf, size_t cap, size_t *head_len)
     return body;
 }
 
-struct echo_conn {
-    struct echo *e;
-    int fd;
-};
-
-/* One connection's requests, in a thread of its own: the front keeps
- * several connections open to the backend at once. */
-static void *echo_conn_run(void *arg)
+/* One connection's requests (a test_backend serve(), on a thread of its
+ * own: the front keeps several connections open to the backend at once). */
+static void echo_serve(int fd, void *data)
 {
-    struct echo_conn *c = arg;
-    struct echo *e = c->e;
+    struct echo *e = data;
+    /* Every wait is bounded: a connection's thread ends within 10 s. */
+    struct timeval tv = {10, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     size_t cap = 1 << 20;
     char *buf = malloc(cap);
     size_t head;
     long body;
-    while (buf != NULL && (body = read_request(c->fd, buf, cap, &head)) >= 0) {
+    while (buf != NULL && (body = read_request(fd, buf, cap, &head)) >= 0) {
         char line[256];
         if (strncmp(buf, "GET ", 4) == 0) {
             atomic_fetch_add(&e->gets, 1);
             atomic_store(&e->get_body, (size_t)body);
             int n = snprintf(line, sizeof(line),
                              "HTTP/1.1 200 OK\r\nX-User: bob\r\nContent-Length: 0\r\n\r\n");
-            test_send_all(c->fd, line, (size_t)n);
+            test_send_all(fd, line, (size_t)n);
             continue;
         }
         atomic_fetch_add(&e->posts, 1);
@@ -110,102 +105,36 @@ static void *echo_conn_run(void *arg)
             atomic_fetch_add(&e->posts_with_user, 1);
         int n =
             snprintf(line, sizeof(line), "HTTP/1.1 200 OK\r\nContent-Length: %ld\r\n\r\n", body);
-        test_send_all(c->fd, line, (size_t)n);
-        test_send_all(c->fd, buf + head, (size_t)body);
+        test_send_all(fd, line, (size_t)n);
+        test_send_all(fd, buf + head, (size_t)body);
     }
     free(buf);
-    close(c->fd);
-    free(c);
-    atomic_fetch_sub(&e->conns, 1);
-    return NULL;
-}
-
-static void *echo_run(void *arg)
-{
-    struct echo *e = arg;
-    while (!atomic_load(&e->stop)) {
-        struct pollfd p = {e->fd, POLLIN, 0};
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        int fd = accept(e->fd, NULL, NULL);
-        if (fd == -1)
-            continue;
-        /* Every wait is bounded: a connection's thread ends within 10 s. */
-        struct timeval tv = {10, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        struct echo_conn *c = malloc(sizeof(*c));
-        ck_assert_ptr_nonnull(c);
-        *c = (struct echo_conn){e, fd};
-        atomic_fetch_add(&e->conns, 1);
-        pthread_t thread;
-        ck_assert_int_eq(pthread_create(&thread, NULL, echo_conn_run, c), 0);
-        pthread_detach(thread);
-    }
-    return NULL;
 }
 
 static void echo_start(struct echo *e)
 {
     memset(e, 0, sizeof(*e));
-    e->fd = test_reserve_port(&e->port);
-    ck_assert_int_eq(listen(e->fd, 64), 0);
-    ck_assert_int_eq(pthread_create(&e->thread, NULL, echo_run, e), 0);
+    test_backend_start(&e->server, "127.0.0.1", 0, echo_serve, e);
+    e->port = e->server.port;
 }
 
 /* After the daemons stopped, which closed their connections. */
 static void echo_stop(struct echo *e)
 {
-    atomic_store(&e->stop, true);
-    pthread_join(e->thread, NULL);
-    close(e->fd);
-    for (int i = 0; i < TEST_WAIT_MS / TEST_POLL_MS && atomic_load(&e->conns) > 0; i++)
-        test_sleep_ms(TEST_POLL_MS);
-    ck_assert_int_eq(atomic_load(&e->conns), 0);
+    ck_assert(test_backend_stop(&e->server, TEST_WAIT_MS));
 }
 
-/* A service that answers every connection with `reply` (not HTTP) and
- * closes. */
-struct canned {
-    int fd, port;
-    const char *reply;
-    pthread_t thread;
-    atomic_bool stop;
-};
-
-static void *canned_run(void *arg)
+/* A test_backend serve(): a service that answers every connection with
+ * garbage (not HTTP) and closes. */
+static void garbage_serve(int fd, void *data)
 {
-    struct canned *c = arg;
-    while (!atomic_load(&c->stop)) {
-        struct pollfd p = {c->fd, POLLIN, 0};
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        int fd = accept(c->fd, NULL, NULL);
-        if (fd == -1)
-            continue;
-        char buf[4096];
-        struct timeval tv = {5, 0};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-        if (recv(fd, buf, sizeof(buf), 0) > 0)
-            test_send_all(fd, c->reply, strlen(c->reply));
-        close(fd);
-    }
-    return NULL;
-}
-
-static void canned_start(struct canned *c, const char *reply)
-{
-    memset(c, 0, sizeof(*c));
-    c->reply = reply;
-    c->fd = test_reserve_port(&c->port);
-    ck_assert_int_eq(listen(c->fd, 64), 0);
-    ck_assert_int_eq(pthread_create(&c->thread, NULL, canned_run, c), 0);
-}
-
-static void canned_stop(struct canned *c)
-{
-    atomic_store(&c->stop, true);
-    pthread_join(c->thread, NULL);
-    close(c->fd);
+    (void)data;
+    static const char reply[] = "garbage\r\n\r\n";
+    char buf[4096];
+    struct timeval tv = {5, 0};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    if (recv(fd, buf, sizeof(buf), 0) > 0)
+        test_send_all(fd, reply, sizeof(reply) - 1);
 }
 
 /* ------------------------------------------------------------ the daemons */
@@ -376,8 +305,7 @@ END_TEST
 START_TEST(client_gone_while_the_service_thinks)
 {
     int silent_port;
-    int silent = test_reserve_port(&silent_port);
-    ck_assert_int_eq(listen(silent, 16), 0);
+    int silent = test_listen(&silent_port, 16);
     struct test_daemon d;
     struct echo e;
     echo_start(&e);
@@ -426,8 +354,8 @@ END_TEST
  * answers (past proxy_read_timeout): 500 each, and the front serves on. */
 START_TEST(service_garbage_or_silence_is_500)
 {
-    struct canned garbage;
-    canned_start(&garbage, "garbage\r\n\r\n");
+    struct test_backend garbage;
+    test_backend_start(&garbage, "127.0.0.1", 0, garbage_serve, NULL);
     struct test_daemon d;
     struct echo e;
     echo_start(&e);
@@ -436,10 +364,9 @@ START_TEST(service_garbage_or_silence_is_500)
     curl(d.port, "-o /dev/null", "/odd/", out, sizeof(out));
     ck_assert_str_eq(out, " code=500");
     test_daemon_stop(&d);
-    canned_stop(&garbage);
+    (void)test_backend_stop(&garbage, TEST_WAIT_MS);
     int silent_port;
-    int silent = test_reserve_port(&silent_port);
-    ck_assert_int_eq(listen(silent, 16), 0);
+    int silent = test_listen(&silent_port, 16);
     start_front_odd(&d, 0, e.port, silent_port);
     uint64_t start_ms = test_now_ms();
     curl(d.port, "-o /dev/null", "/odd/", out, sizeof(out));

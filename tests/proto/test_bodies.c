@@ -495,14 +495,7 @@ static void *backend_main(void *arg)
 
 static void backend_start(struct backend *b)
 {
-    b->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 64), 0);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
+    b->fd = test_listen(&b->port, 64);
     pthread_mutex_init(&b->lock, NULL);
     for (int i = 0; i < BACKEND_CONNS; i++)
         b->conns[i] = -1;

@@ -1069,15 +1069,7 @@ START_TEST(background_update_outlives_client)
     static const char req[] = "GET /bg/hold-gone HTTP/1.1\r\nHost: cache.test\r\n\r\n";
     test_send_all(fd, req, sizeof(req) - 1);
     char head[2048];
-    size_t have = 0;
-    while (have < sizeof(head) - 1) {
-        ssize_t n = recv(fd, head + have, sizeof(head) - 1 - have, 0);
-        ck_assert_int_gt(n, 0);
-        have += (size_t)n;
-        head[have] = '\0';
-        if (strstr(head, "\r\n\r\n") != NULL)
-            break;
-    }
+    ck_assert(test_recv_head(fd, head, sizeof(head)));
     close(fd);
     ck_assert_msg(strstr(head, "X-Cache: STALE\r\n") != NULL, "%s", head);
     ck_assert(test_poll_until(hold_seen, &asked, TEST_WAIT_MS));

@@ -267,71 +267,41 @@ END_TEST
 /* Answers every request with 200 "ok" and closes, and keeps the head of
  * the last request it received. */
 struct backend {
-    int fd, port;
-    pthread_t thread;
-    atomic_bool stop;
+    struct test_backend server;
+    int port;
     pthread_mutex_t lock;
     char last[4096];
     int requests;
 };
 
-static void *backend_run(void *arg)
+/* backend_start()'s test_backend serve(). */
+static void backend_serve(int fd, void *data)
 {
-    struct backend *b = arg;
-    while (!atomic_load(&b->stop)) {
-        struct timeval tv = {.tv_sec = 0, .tv_usec = 100 * 1000};
-        fd_set set;
-        FD_ZERO(&set);
-        FD_SET(b->fd, &set);
-        if (select(b->fd + 1, &set, NULL, NULL, &tv) != 1)
-            continue;
-        int fd = accept(b->fd, NULL, NULL);
-        if (fd == -1)
-            continue;
-        struct timeval timeout = {.tv_sec = 5};
-        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-        char head[4096];
-        size_t used = 0;
-        while (used + 1 < sizeof(head)) {
-            ssize_t n = recv(fd, head + used, sizeof(head) - 1 - used, 0);
-            if (n <= 0)
-                break;
-            used += (size_t)n;
-            head[used] = '\0';
-            if (strstr(head, "\r\n\r\n") != NULL)
-                break;
-        }
-        head[used] = '\0';
-        pthread_mutex_lock(&b->lock);
-        memcpy(b->last, head, used + 1);
-        b->requests++;
-        pthread_mutex_unlock(&b->lock);
-        static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
-                                     "Connection: close\r\n\r\nok";
-        send(fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL);
-        close(fd);
-    }
-    return NULL;
+    struct backend *b = data;
+    struct timeval timeout = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    char head[4096];
+    (void)test_recv_head(fd, head, sizeof(head)); /* a head cut short is kept */
+    pthread_mutex_lock(&b->lock);
+    memcpy(b->last, head, strlen(head) + 1);
+    b->requests++;
+    pthread_mutex_unlock(&b->lock);
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                                 "Connection: close\r\n\r\nok";
+    send(fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL);
 }
 
 static void backend_start(struct backend *b)
 {
-    *b = (struct backend){.fd = socket(AF_INET, SOCK_STREAM, 0)};
+    memset(b, 0, sizeof(*b));
     pthread_mutex_init(&b->lock, NULL);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 64), 0);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_run, b), 0);
+    test_backend_start(&b->server, "127.0.0.1", 0, backend_serve, b);
+    b->port = b->server.port;
 }
 
 static void backend_stop(struct backend *b)
 {
-    atomic_store(&b->stop, true);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
+    (void)test_backend_stop(&b->server, TEST_WAIT_MS);
 }
 
 static int backend_requests(struct backend *b)

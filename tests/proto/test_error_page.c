@@ -81,67 +81,41 @@ static int dead_port(void)
 /* Answers every request with 200 and "backend page\n", keeping the last
  * request head it read. */
 struct backend {
-    int fd, port;
-    pthread_t thread;
-    atomic_bool stop;
+    struct test_backend server;
+    int port;
     pthread_mutex_t lock;
     char last[2048];
     unsigned requests;
 };
 
-static void *backend_main(void *arg)
+/* backend_start()'s test_backend serve(). */
+static void backend_serve(int fd, void *data)
 {
-    struct backend *b = arg;
-    while (!atomic_load(&b->stop)) {
-        struct pollfd p = {.fd = b->fd, .events = POLLIN};
-        if (poll(&p, 1, 50) <= 0)
-            continue;
-        int c = accept(b->fd, NULL, NULL);
-        if (c < 0)
-            continue;
-        char head[2048];
-        size_t len = 0;
-        uint64_t deadline = test_now_ms() + 5000;
-        while (len < sizeof(head) - 1 && test_now_ms() < deadline) {
-            struct pollfd q = {.fd = c, .events = POLLIN};
-            if (poll(&q, 1, 100) <= 0)
-                continue;
-            ssize_t n = recv(c, head + len, sizeof(head) - 1 - len, 0);
-            if (n <= 0)
-                break;
-            len += (size_t)n;
-            head[len] = '\0';
-            if (strstr(head, "\r\n\r\n") != NULL)
-                break;
-        }
-        head[len] = '\0';
-        pthread_mutex_lock(&b->lock);
-        memcpy(b->last, head, len + 1);
-        b->requests++;
-        pthread_mutex_unlock(&b->lock);
-        static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n"
-                                     "Connection: close\r\n\r\nbackend page\n";
-        test_send_all(c, answer, sizeof(answer) - 1);
-        close(c);
-    }
-    return NULL;
+    struct backend *b = data;
+    struct timeval tv = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
+    char head[2048];
+    (void)test_recv_head(fd, head, sizeof(head)); /* a head cut short is kept */
+    pthread_mutex_lock(&b->lock);
+    memcpy(b->last, head, strlen(head) + 1);
+    b->requests++;
+    pthread_mutex_unlock(&b->lock);
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n"
+                                 "Connection: close\r\n\r\nbackend page\n";
+    test_send_all(fd, answer, sizeof(answer) - 1);
 }
 
 static void backend_start(struct backend *b)
 {
     memset(b, 0, sizeof(*b));
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = test_reserve_port(&b->port);
-    ck_assert_int_ge(b->fd, 0);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
+    test_backend_start(&b->server, "127.0.0.1", 0, backend_serve, b);
+    b->port = b->server.port;
 }
 
 static void backend_stop(struct backend *b)
 {
-    atomic_store(&b->stop, true);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
+    (void)test_backend_stop(&b->server, TEST_WAIT_MS);
     pthread_mutex_destroy(&b->lock);
 }
 

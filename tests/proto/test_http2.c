@@ -166,13 +166,7 @@ static void *backend_run(void *arg)
 static void backend_bind(struct backend *b, size_t big)
 {
     *b = (struct backend){.big = big};
-    b->fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
+    b->fd = test_reserve_port(&b->port);
 }
 
 static void backend_listen(struct backend *b)

@@ -2498,14 +2498,10 @@ static void *backend_run(void *arg)
 START_TEST(proxy_pass_works)
 {
     struct backend b;
-    b.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b.fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b.fd, 4), 0);
-    socklen_t addr_len = sizeof(addr);
-    ck_assert_int_eq(getsockname(b.fd, (struct sockaddr *)&addr, &addr_len), 0);
+    int port;
+    b.fd = test_listen(&port, 4);
     char address[64];
-    snprintf(address, sizeof(address), "127.0.0.1:%u", ntohs(addr.sin_port));
+    snprintf(address, sizeof(address), "127.0.0.1:%d", port);
     struct proxy_server_conf server = PROXY_SERVER_CONF_DEFAULT;
     server.address = address;
     struct proxy_upstream_conf upstream = {.name = "back", .servers = &server, .server_count = 1};
@@ -2796,16 +2792,13 @@ static void watch_client(corral_timer *timer, void *arg)
  * until it exits; returns its status. */
 static int run_gtlsclient(const char *const *args)
 {
-    udp_fd = socket(AF_INET, SOCK_DGRAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(udp_fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(udp_fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(udp_fd, (struct sockaddr *)&addr, &len), 0);
+    int udp_port;
+    udp_fd = test_bind_udp(&udp_port);
+    ck_assert_int_eq(fcntl(udp_fd, F_SETFL, O_NONBLOCK), 0);
     char cert[128], key[128], port[16];
     snprintf(cert, sizeof(cert), "%s/cert.pem", dir);
     snprintf(key, sizeof(key), "%s/key.pem", dir);
-    snprintf(port, sizeof(port), "%u", ntohs(addr.sin_port));
+    snprintf(port, sizeof(port), "%d", udp_port);
     struct h3_endpoint *udp_ep;
     struct h3_endpoint_config config = {
         .site = &site, .loop = loop, .cert_file = cert, .key_file = key, .output = udp_output};

@@ -134,14 +134,9 @@ static void backend_stop(struct test_backend *b)
  * before the daemon binds it (Alt-Svc names it). */
 static int free_udp_port(void)
 {
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    close(fd);
-    return ntohs(addr.sin_port);
+    int port;
+    close(test_bind_udp(&port));
+    return port;
 }
 
 static bool have_tools(void)
@@ -999,17 +994,8 @@ static void *gate_run(void *arg)
         if (fd < 0)
             continue;
         char req[4096];
-        size_t have = 0;
-        while (have < sizeof(req) - 1) {
-            ssize_t n = recv(fd, req + have, sizeof(req) - 1 - have, 0);
-            if (n <= 0)
-                break;
-            have += (size_t)n;
-            req[have] = '\0';
-            if (strstr(req, "\r\n\r\n") != NULL)
-                break;
-        }
-        unsigned n = have > 7 && strncmp(req, "GET /s/", 7) == 0 ? (unsigned)atoi(req + 7) : 0;
+        (void)test_recv_head(fd, req, sizeof(req)); /* a head cut short is kept */
+        unsigned n = strncmp(req, "GET /s/", 7) == 0 ? (unsigned)atoi(req + 7) : 0;
         if (count == GATE_MAX) {
             close(fd);
             continue;
@@ -1026,14 +1012,8 @@ static void *gate_run(void *arg)
 static void gate_start(struct gate_backend *b)
 {
     memset(b, 0, sizeof(*b));
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-    ck_assert_int_ge(b->fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, GATE_MAX), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(b->fd, (struct sockaddr *)&addr, &len), 0);
-    b->port = ntohs(addr.sin_port);
+    b->fd = test_listen(&b->port, GATE_MAX);
+    ck_assert_int_eq(fcntl(b->fd, F_SETFL, O_NONBLOCK), 0);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, gate_run, b), 0);
 }
 
@@ -1573,12 +1553,8 @@ END_TEST
 START_TEST(port_in_use_refuses_start)
 {
     make_certificate();
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    int quic = ntohs(addr.sin_port);
+    int quic;
+    int fd = test_bind_udp(&quic);
     struct test_daemon d;
     test_daemon_init(&d, "h3");
     write_config(&d, quic, 9, "");

@@ -367,8 +367,7 @@ static void *slow_main(void *arg)
 static void slow_start(struct slow_backend *b)
 {
     memset(b, 0, sizeof(*b));
-    b->fd = test_reserve_port(&b->port);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
+    b->fd = test_listen(&b->port, 16);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, slow_main, b), 0);
 }
 
@@ -524,8 +523,7 @@ static void record_start(struct record_backend *b)
 {
     memset(b, 0, sizeof(*b));
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = test_reserve_port(&b->port);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
+    b->fd = test_listen(&b->port, 16);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, record_main, b), 0);
 }
 

@@ -317,13 +317,7 @@ static void backend_start(struct backend *b, enum backend_mode mode)
     b->mode = mode;
     pthread_mutex_init(&b->lock, NULL);
     ck_assert_int_eq(pipe(b->wake), 0);
-    b->fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(b->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(b->fd, (struct sockaddr *)&addr, &len);
-    b->port = ntohs(addr.sin_port);
+    b->fd = test_listen(&b->port, 16);
     ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
 }
 

@@ -464,40 +464,22 @@ START_TEST(redirects_made_absolute)
 }
 END_TEST
 
-/* A backend that answers every request with "backend page\n". */
-struct backend {
-    int fd, port;
-    pthread_t thread;
-};
-
-static void *backend_main(void *arg)
+/* A test_backend serve() that answers every request with "backend
+ * page\n". */
+static void backend_page(int fd, void *data)
 {
-    struct backend *b = arg;
-    for (;;) {
-        int c = accept(b->fd, NULL, NULL);
-        if (c == -1)
-            return NULL;
-        char buf[4096];
-        ssize_t n = recv(c, buf, sizeof(buf), 0);
-        (void)n;
-        static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n"
-                                     "Connection: close\r\n\r\nbackend page\n";
-        (void)!write(c, answer, sizeof(answer) - 1);
-        close(c);
-    }
-}
-
-static void backend_start(struct backend *b)
-{
-    ck_assert_int_ge(b->fd = test_reserve_port(&b->port), 0);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
+    (void)data;
+    char buf[4096];
+    (void)!recv(fd, buf, sizeof(buf), 0);
+    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n"
+                                 "Connection: close\r\n\r\nbackend page\n";
+    (void)!send(fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL);
 }
 
 START_TEST(try_files_fallbacks)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_backend b;
+    test_backend_start(&b, "127.0.0.1", 0, backend_page, NULL);
     char server[1024];
     snprintf(server, sizeof(server),
              "    location / { try_files $uri $uri/ =404; }\n"
@@ -520,9 +502,7 @@ START_TEST(try_files_fallbacks)
     ck_assert_str_eq(body_of(out), "<p>page</p>\n");
     ck_assert_uint_eq(ask(d.port, "GET", "/loop/x", "", out, sizeof(out)), 500);
     test_daemon_stop(&d);
-    shutdown(b.fd, SHUT_RDWR);
-    close(b.fd);
-    pthread_join(b.thread, NULL);
+    (void)test_backend_stop(&b, TEST_WAIT_MS);
 }
 END_TEST
 

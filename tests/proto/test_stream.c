@@ -1492,21 +1492,6 @@ END_TEST
 
 /* ---------------------------------------------- send/expect health checks */
 
-/* A socket that listens and never accepts: its connections complete (the
- * kernel's backlog) and are never answered. */
-static int silent_listen(int *port)
-{
-    int fd = socket(AF_INET, SOCK_STREAM, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(fd, 64), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    *port = ntohs(addr.sin_port);
-    return fd;
-}
-
 /* health_check match=NAME: a server that answers what is expected stays
  * up; one that answers something else without end (read no further than
  * 4 KB), one that says something else and closes, and one that never
@@ -1520,7 +1505,7 @@ START_TEST(match_health_check_judges_the_answer)
     endless.source_len = 64 * 1024 * 1024;
     backend_start(&wrong, HALF_FIRST);
     int never_port;
-    int never = silent_listen(&never_port);
+    int never = test_listen(&never_port, 64); /* never accepts */
     char stream[2048];
     snprintf(stream, sizeof(stream),
              "  match ping { send \"PING\\r\\n\"; expect ~ \"^PI+NG\\r\"; }\n"

@@ -219,18 +219,8 @@ END_TEST
 START_TEST(silent_and_refusing_servers_end_sessions)
 {
     int silent_port, closed_port;
-    int silent = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(silent, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(silent, (struct sockaddr *)&addr, &len), 0);
-    silent_port = ntohs(addr.sin_port);
-    int closed = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    addr.sin_port = 0;
-    ck_assert_int_eq(bind(closed, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    len = sizeof(addr);
-    ck_assert_int_eq(getsockname(closed, (struct sockaddr *)&addr, &len), 0);
-    closed_port = ntohs(addr.sin_port);
+    int silent = test_bind_udp(&silent_port);
+    int closed = test_bind_udp(&closed_port);
     /* Connected elsewhere, the socket keeps the port from other tests while
      * datagrams from anyone else find no socket and draw ICMP port
      * unreachable.  A closed socket's port could be bound again meanwhile. */
@@ -459,24 +449,11 @@ static void *responder_run(void *arg)
     return NULL;
 }
 
-/* A bound UDP socket on 127.0.0.1 and its port in *port. */
-static int udp_bound(int *port)
-{
-    int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    ck_assert_int_ge(fd, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    socklen_t len = sizeof(addr);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&addr, &len), 0);
-    *port = ntohs(addr.sin_port);
-    return fd;
-}
-
 static void responder_start(struct responder *r, const char *reply)
 {
     memset(r, 0, sizeof(*r));
     r->reply = reply;
-    r->fd = udp_bound(&r->port);
+    r->fd = test_bind_udp(&r->port);
     ck_assert_int_eq(pthread_create(&r->thread, NULL, responder_run, r), 0);
 }
 
@@ -498,8 +475,8 @@ START_TEST(udp_health_checks)
     responder_start(&right, NULL);
     responder_start(&wrong, "nope");
     int silent_port, closed_port;
-    int silent = udp_bound(&silent_port);
-    close(udp_bound(&closed_port)); /* datagrams to it draw ICMP port unreachable */
+    int silent = test_bind_udp(&silent_port);
+    close(test_bind_udp(&closed_port)); /* datagrams to it draw ICMP port unreachable */
     char stream[2048];
     snprintf(stream, sizeof(stream),
              "  match hello { send \"hello?\"; expect ~ \"^hel+o\"; }\n"

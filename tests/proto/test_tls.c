@@ -2303,12 +2303,8 @@ START_TEST(a_failed_refresh_keeps_the_last_good_response_until_it_expires)
 {
     struct flaky_responder r = {.valid_s = 5};
     atomic_init(&r.expires, 0);
-    int fd = r.fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in sin = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    socklen_t sin_len = sizeof(sin);
-    ck_assert_int_eq(bind(fd, (struct sockaddr *)&sin, sizeof(sin)), 0);
-    ck_assert_int_eq(listen(fd, 8), 0);
-    ck_assert_int_eq(getsockname(fd, (struct sockaddr *)&sin, &sin_len), 0);
+    int port;
+    int fd = r.fd = test_listen(&port, 8);
     ck_assert_int_eq(pthread_create(&r.thread, NULL, flaky_responder_run, &r), 0);
     struct test_daemon d;
     start(&d, "corral",
@@ -2322,7 +2318,7 @@ START_TEST(a_failed_refresh_keeps_the_last_good_response_until_it_expires)
           "    tls_stapling_responder http://127.0.0.1:%d/;\n"
           "    location / { return 200 \"ocsp\"; }\n"
           "}\n",
-          ntohs(sin.sin_port));
+          port);
     ck_assert_int_eq(stapled_status_becomes(d.port, "ocsp.test", V_OCSP_CERTSTATUS_GOOD),
                      V_OCSP_CERTSTATUS_GOOD);
     time_t expires = (time_t)atomic_load(&r.expires);

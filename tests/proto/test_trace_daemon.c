@@ -106,13 +106,7 @@ static void *collector_main(void *arg)
 
 static void collector_start(struct collector *c)
 {
-    c->fd = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(c->fd, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(c->fd, 16), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(c->fd, (struct sockaddr *)&addr, &len);
-    c->port = ntohs(addr.sin_port);
+    c->fd = test_listen(&c->port, 16);
     c->spans = json_array();
     pthread_mutex_init(&c->lock, NULL);
     ck_assert_int_eq(pthread_create(&c->thread, NULL, collector_main, c), 0);
@@ -452,12 +446,8 @@ END_TEST
  * (nor the 10 s drain_timeout). */
 START_TEST(stop_does_not_wait_for_a_silent_collector)
 {
-    int silent = socket(AF_INET, SOCK_STREAM, 0);
-    struct sockaddr_in addr = {.sin_family = AF_INET, .sin_addr.s_addr = htonl(INADDR_LOOPBACK)};
-    ck_assert_int_eq(bind(silent, (struct sockaddr *)&addr, sizeof(addr)), 0);
-    ck_assert_int_eq(listen(silent, 4), 0);
-    socklen_t len = sizeof(addr);
-    getsockname(silent, (struct sockaddr *)&addr, &len);
+    int silent_port;
+    int silent = test_listen(&silent_port, 4);
     struct test_daemon d;
     char text[1024];
     snprintf(text, sizeof(text),
@@ -465,7 +455,7 @@ START_TEST(stop_does_not_wait_for_a_silent_collector)
              "otel_exporter { endpoint 127.0.0.1:%d; interval 10ms; }\n"
              "otel_trace on;\n"
              "server { listen 127.0.0.1:0; location / { return 200; } }\n",
-             ntohs(addr.sin_port));
+             silent_port);
     start(&d, "corral", text);
     char out[4096];
     ck_assert_int_eq(request(d.port, "/", "", out, sizeof(out)), 200);

@@ -341,18 +341,7 @@ static void backend_serve(int fd, void *data)
     struct timeval tv = {.tv_sec = 5};
     setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
     char buf[8192];
-    size_t len = 0;
-    while (len < sizeof(buf) - 1) {
-        ssize_t n = recv(fd, buf + len, sizeof(buf) - 1 - len, 0);
-        if (n <= 0)
-            break;
-        len += (size_t)n;
-        buf[len] = '\0';
-        if (strstr(buf, "\r\n\r\n") != NULL)
-            break;
-    }
-    buf[len] = '\0';
-    if (strstr(buf, "\r\n\r\n") == NULL)
+    if (!test_recv_head(fd, buf, sizeof(buf)) || strstr(buf, "\r\n\r\n") == NULL)
         return;
     int status;
     if (strncmp(buf, "GET /healthz", 12) == 0) {

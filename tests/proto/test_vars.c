@@ -297,44 +297,28 @@ END_TEST
 /* Answers every request with 200 "ok" (or `status`) and keeps the last
  * request head. */
 struct backend {
-    int fd, port;
-    pthread_t thread;
+    struct test_backend server;
+    int port;
     pthread_mutex_t lock;
     char head[8192];
     unsigned status;
 };
 
-static void *backend_main(void *arg)
+/* backend_start()'s test_backend serve(). */
+static void backend_serve(int fd, void *data)
 {
-    struct backend *b = arg;
-    for (int n = 0; n < 64; n++) { /* bounded: the cases send a few */
-        int c = accept(b->fd, NULL, NULL);
-        if (c == -1)
-            return NULL;
-        char head[8192];
-        size_t len = 0;
-        while (len < sizeof(head) - 1) {
-            ssize_t r = recv(c, head + len, sizeof(head) - 1 - len, 0);
-            if (r <= 0)
-                break;
-            len += (size_t)r;
-            head[len] = '\0';
-            if (strstr(head, "\r\n\r\n") != NULL)
-                break;
-        }
-        head[len] = '\0';
-        pthread_mutex_lock(&b->lock);
-        memcpy(b->head, head, len + 1);
-        pthread_mutex_unlock(&b->lock);
-        char answer[128];
-        int n_answer = snprintf(answer, sizeof(answer),
-                                "HTTP/1.1 %u Whatever\r\nContent-Length: 2\r\n"
-                                "Connection: close\r\n\r\nok",
-                                b->status);
-        (void)!send(c, answer, (size_t)n_answer, MSG_NOSIGNAL);
-        close(c);
-    }
-    return NULL;
+    struct backend *b = data;
+    char head[8192];
+    (void)test_recv_head(fd, head, sizeof(head)); /* a head cut short is kept */
+    pthread_mutex_lock(&b->lock);
+    memcpy(b->head, head, strlen(head) + 1);
+    pthread_mutex_unlock(&b->lock);
+    char answer[128];
+    int n = snprintf(answer, sizeof(answer),
+                     "HTTP/1.1 %u Whatever\r\nContent-Length: 2\r\n"
+                     "Connection: close\r\n\r\nok",
+                     b->status);
+    (void)!send(fd, answer, (size_t)n, MSG_NOSIGNAL);
 }
 
 static void backend_start(struct backend *b, unsigned status)
@@ -342,16 +326,13 @@ static void backend_start(struct backend *b, unsigned status)
     memset(b, 0, sizeof(*b));
     b->status = status;
     pthread_mutex_init(&b->lock, NULL);
-    b->fd = test_reserve_port(&b->port);
-    ck_assert_int_eq(listen(b->fd, 16), 0);
-    ck_assert_int_eq(pthread_create(&b->thread, NULL, backend_main, b), 0);
+    test_backend_start(&b->server, "127.0.0.1", 0, backend_serve, b);
+    b->port = b->server.port;
 }
 
 static void backend_stop(struct backend *b)
 {
-    shutdown(b->fd, SHUT_RDWR);
-    pthread_join(b->thread, NULL);
-    close(b->fd);
+    (void)test_backend_stop(&b->server, TEST_WAIT_MS);
 }
 
 /* The value of header `name` in the head that begins `text` ("" if
@@ -1303,7 +1284,9 @@ START_TEST(if_carries_location_settings)
     /* The canary got the request as the location's backend would. */
     ck_assert(backend_header(&canary, "X-Canary", value, sizeof(value)));
     ck_assert_str_eq(value, "1");
+    pthread_mutex_lock(&canary.lock); /* the HTTP/2 requests below reach it again */
     ck_assert(strncmp(canary.head, "GET /api/x HTTP/1.1\r\n", 21) == 0);
+    pthread_mutex_unlock(&canary.lock);
 
     /* The same over HTTP/2. */
     h2_request(d.port, "-X OPTIONS", "/api/x", response, sizeof(response));
