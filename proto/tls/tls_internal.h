@@ -150,5 +150,11 @@ void tls_sni_certs_take_staples(struct tls_sni_certs *certs, struct tls_sni_cert
 
 /* The reason of OpenSSL's latest error, for messages. */
 const char *tls_openssl_reason(void);
+/* Empties the thread's OpenSSL error queue, as ERR_clear_error() does, but
+ * cheaply when it is already empty: called before an OpenSSL call whose
+ * failure SSL_get_error() or tls_openssl_reason() then reads, so that
+ * neither sees an entry an earlier call (any OpenSSL user on the thread)
+ * left behind. */
+void tls_clear_errors(void);
 
 #endif
