@@ -1,6 +1,6 @@
 /*
  * tls.c: TLS over OpenSSL as a libcorral transport.  OpenSSL reads and
- * writes the non-blocking socket itself (a socket BIO, which is what lets it
+ * writes the non-blocking socket itself (socket BIOs, which are what let it
  * hand record encryption to the kernel); the handshake is driven from
  * whichever of read or write the connection tries first, and WANT_READ or
  * WANT_WRITE become -EAGAIN, so the connection simply waits for the socket
@@ -336,6 +336,48 @@ const struct corral_transport tls_transport = {
     .drained = tls_drained,
 };
 
+/* A socket BIO on `fd`, which it does not close; NULL without memory.
+ * Made as SSL_set_fd() makes its own, less the TLS upper layer OpenSSL
+ * builds with kTLS then ask the kernel for (and BIO_new_socket() too):
+ * a setsockopt() per connection that only kTLS needs. */
+static BIO *socket_bio(int fd)
+{
+    BIO *bio = BIO_new(BIO_s_socket());
+    if (bio != NULL)
+        BIO_set_fd(bio, fd, BIO_NOCLOSE);
+    return bio;
+}
+
+/* Gives OpenSSL the connection's socket, read through a socket BIO that
+ * tls_observe_bio() watches.  OpenSSL questions its write BIO (BIO_ctrl())
+ * several times a record, and a callback on it would be called for each
+ * and learn nothing, so writes go through a second socket BIO of their
+ * own.  With kTLS on, SSL_set_fd() makes the one BIO for both ways as
+ * before, and readies the socket for kernel TLS.  False when out of
+ * memory. */
+static bool attach_socket(struct tls_conn *tc)
+{
+    int fd = corral_conn_fd(tc->conn);
+    BIO *rbio;
+    if ((SSL_get_options(tc->ssl) & SSL_OP_ENABLE_KTLS) != 0) {
+        if (SSL_set_fd(tc->ssl, fd) != 1)
+            return false;
+        rbio = SSL_get_rbio(tc->ssl);
+    } else {
+        rbio = socket_bio(fd);
+        BIO *wbio = socket_bio(fd);
+        if (rbio == NULL || wbio == NULL) {
+            BIO_free(rbio);
+            BIO_free(wbio);
+            return false;
+        }
+        SSL_set_bio(tc->ssl, rbio, wbio); /* takes both */
+    }
+    BIO_set_callback_arg(rbio, (char *)tc);
+    BIO_set_callback_ex(rbio, tls_observe_bio);
+    return true;
+}
+
 struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
 {
     struct tls_conn *tc = calloc(1, sizeof(*tc));
@@ -343,15 +385,12 @@ struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
         return NULL;
     tc->conn = conn;
     tc->ssl = SSL_new(ctx);
-    if (tc->ssl == NULL || SSL_set_fd(tc->ssl, corral_conn_fd(conn)) != 1) {
+    if (tc->ssl == NULL || !attach_socket(tc)) {
         SSL_free(tc->ssl);
         free(tc);
         return NULL;
     }
     SSL_set_app_data(tc->ssl, tc);
-    BIO *rbio = SSL_get_rbio(tc->ssl);
-    BIO_set_callback_arg(rbio, (char *)tc);
-    BIO_set_callback_ex(rbio, tls_observe_bio);
     return tc;
 }
 
