@@ -230,9 +230,9 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
     return (ssize_t)total;
 }
 
-/* Watches the socket BIO's reads: one that returned fewer bytes than
- * OpenSSL asked for (with read-ahead, the room left in its record buffer)
- * emptied the socket. */
+/* With kTLS, watches the reads of OpenSSL's socket BIO: one that returned
+ * fewer bytes than OpenSSL asked for (with read-ahead, the room left in
+ * its record buffer) emptied the socket, as socket_read() notes without. */
 static long tls_observe_bio(BIO *bio, int oper, const char *argp, size_t len, int argi, long argl,
                             int ret, size_t *processed)
 {
@@ -336,45 +336,93 @@ const struct corral_transport tls_transport = {
     .drained = tls_drained,
 };
 
-/* A socket BIO on `fd`, which it does not close; NULL without memory.
- * Made as SSL_set_fd() makes its own, less the TLS upper layer OpenSSL
- * builds with kTLS then ask the kernel for (and BIO_new_socket() too):
- * a setsockopt() per connection that only kTLS needs. */
-static BIO *socket_bio(int fd)
+/* Without kTLS, OpenSSL reads and writes the socket through a BIO method
+ * of the transport's own, which does what OpenSSL's socket BIO does on a
+ * connected socket and notes a short read itself (see tls_drained()).
+ * OpenSSL's would need a callback for that, which OpenSSL then calls
+ * around every BIO_ctrl() it makes on the BIO as well, several a record.
+ * kTLS needs OpenSSL's socket BIO, which tls_observe_bio() watches. */
+static int socket_read(BIO *bio, char *buf, int len)
 {
-    BIO *bio = BIO_new(BIO_s_socket());
-    if (bio != NULL)
-        BIO_set_fd(bio, fd, BIO_NOCLOSE);
-    return bio;
+    struct tls_conn *tc = BIO_get_data(bio);
+    BIO_clear_retry_flags(bio);
+    errno = 0;
+    ssize_t n = read(corral_conn_fd(tc->conn), buf, (size_t)len);
+    tc->socket_drained = n > 0 && n < len;
+    if (n <= 0 && BIO_sock_should_retry((int)n))
+        BIO_set_retry_read(bio);
+    else if (n == 0)
+        tc->socket_eof = true;
+    return (int)n;
 }
 
-/* Gives OpenSSL the connection's socket, read through a socket BIO that
- * tls_observe_bio() watches.  OpenSSL questions its write BIO (BIO_ctrl())
- * several times a record, and a callback on it would be called for each
- * and learn nothing, so writes go through a second socket BIO of their
- * own.  With kTLS on, SSL_set_fd() makes the one BIO for both ways as
- * before, and readies the socket for kernel TLS.  False when out of
- * memory. */
+static int socket_write(BIO *bio, const char *buf, int len)
+{
+    struct tls_conn *tc = BIO_get_data(bio);
+    BIO_clear_retry_flags(bio);
+    errno = 0;
+    ssize_t n = write(corral_conn_fd(tc->conn), buf, (size_t)len);
+    if (n <= 0 && BIO_sock_should_retry((int)n))
+        BIO_set_retry_write(bio);
+    return (int)n;
+}
+
+/* Answers what OpenSSL asks a socket BIO on the way; anything else (kTLS,
+ * pending bytes) is 0, as a socket BIO without kTLS answers it. */
+static long socket_ctrl(BIO *bio, int cmd, long num, void *ptr)
+{
+    (void)num;
+    const struct tls_conn *tc = BIO_get_data(bio);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+    case BIO_CTRL_DUP: return 1;
+    case BIO_CTRL_EOF: return tc->socket_eof;
+    case BIO_C_GET_FD: {
+        int fd = corral_conn_fd(tc->conn);
+        if (ptr != NULL)
+            *(int *)ptr = fd;
+        return fd;
+    }
+    default: return 0;
+    }
+}
+
+static BIO_METHOD *socket_method;
+static pthread_once_t socket_method_once = PTHREAD_ONCE_INIT;
+
+/* Made once for the process and never freed: every connection's BIO
+ * points to it. */
+static void socket_method_make(void)
+{
+    BIO_METHOD *method = BIO_meth_new(
+        BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "corral socket");
+    if (method != NULL && (BIO_meth_set_read(method, socket_read) != 1 ||
+                           BIO_meth_set_write(method, socket_write) != 1 ||
+                           BIO_meth_set_ctrl(method, socket_ctrl) != 1)) {
+        BIO_meth_free(method);
+        method = NULL;
+    }
+    socket_method = method;
+}
+
+/* Gives OpenSSL the connection's socket.  False when out of memory. */
 static bool attach_socket(struct tls_conn *tc)
 {
-    int fd = corral_conn_fd(tc->conn);
-    BIO *rbio;
     if ((SSL_get_options(tc->ssl) & SSL_OP_ENABLE_KTLS) != 0) {
-        if (SSL_set_fd(tc->ssl, fd) != 1)
+        if (SSL_set_fd(tc->ssl, corral_conn_fd(tc->conn)) != 1)
             return false;
-        rbio = SSL_get_rbio(tc->ssl);
-    } else {
-        rbio = socket_bio(fd);
-        BIO *wbio = socket_bio(fd);
-        if (rbio == NULL || wbio == NULL) {
-            BIO_free(rbio);
-            BIO_free(wbio);
-            return false;
-        }
-        SSL_set_bio(tc->ssl, rbio, wbio); /* takes both */
+        BIO *rbio = SSL_get_rbio(tc->ssl);
+        BIO_set_callback_arg(rbio, (char *)tc);
+        BIO_set_callback_ex(rbio, tls_observe_bio);
+        return true;
     }
-    BIO_set_callback_arg(rbio, (char *)tc);
-    BIO_set_callback_ex(rbio, tls_observe_bio);
+    pthread_once(&socket_method_once, socket_method_make);
+    BIO *bio = socket_method != NULL ? BIO_new(socket_method) : NULL;
+    if (bio == NULL)
+        return false;
+    BIO_set_data(bio, tc);
+    BIO_set_init(bio, 1);
+    SSL_set_bio(tc->ssl, bio, bio); /* takes its one reference for both */
     return true;
 }
 

@@ -20,6 +20,7 @@ struct tls_conn {
     corral_conn *conn;
     bool established;
     bool socket_drained; /* the last read of the socket came back short */
+    bool socket_eof;     /* a read of the socket found its end */
     bool end_deferred;   /* the last read ended after bytes: the next one tells why */
     /* Server side */
     bool first_seen;         /* the client's first byte was looked at */
