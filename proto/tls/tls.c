@@ -1,6 +1,6 @@
 /*
  * tls.c: TLS over OpenSSL as a libcorral transport.  OpenSSL reads and
- * writes the non-blocking socket itself (a socket BIO, which is what lets it
+ * writes the non-blocking socket itself (socket BIOs, which are what let it
  * hand record encryption to the kernel); the handshake is driven from
  * whichever of read or write the connection tries first, and WANT_READ or
  * WANT_WRITE become -EAGAIN, so the connection simply waits for the socket
@@ -44,6 +44,16 @@ const char *tls_openssl_reason(void)
 {
     const char *reason = ERR_reason_error_string(ERR_peek_last_error());
     return reason != NULL ? reason : "unknown error";
+}
+
+void tls_clear_errors(void)
+{
+    /* ERR_clear_error() wipes every slot of the thread's queue (some 800
+     * instructions in OpenSSL 3.0) even when it is empty, as it nearly
+     * always is: twice a request on the transport.  ERR_peek_error(), the
+     * test SSL_get_error() itself makes, costs a fraction of that. */
+    if (ERR_peek_error() != 0)
+        ERR_clear_error();
 }
 
 struct tls_watch;
@@ -137,7 +147,7 @@ static void tls_on_handshake_failed(struct tls_conn *tc)
 static ssize_t tls_handshake(struct tls_conn *tc)
 {
     tc->first_seen = true; /* OpenSSL reads from here on */
-    ERR_clear_error();
+    tls_clear_errors();
     errno = 0;
     int ret = SSL_do_handshake(tc->ssl);
     if (ret == 1) {
@@ -202,7 +212,7 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
     tc->end_deferred = false;
     while (total < len) {
         size_t n;
-        ERR_clear_error();
+        tls_clear_errors();
         errno = 0;
         int ret = SSL_read_ex(tc->ssl, (char *)buf + total, len - total, &n);
         if (ret != 1) {
@@ -220,9 +230,9 @@ static ssize_t tls_read(corral_conn *conn, void *buf, size_t len)
     return (ssize_t)total;
 }
 
-/* Watches the socket BIO's reads: one that returned fewer bytes than
- * OpenSSL asked for (with read-ahead, the room left in its record buffer)
- * emptied the socket. */
+/* With kTLS, watches the reads of OpenSSL's socket BIO: one that returned
+ * fewer bytes than OpenSSL asked for (with read-ahead, the room left in
+ * its record buffer) emptied the socket, as socket_read() notes without. */
 static long tls_observe_bio(BIO *bio, int oper, const char *argp, size_t len, int argi, long argl,
                             int ret, size_t *processed)
 {
@@ -257,7 +267,7 @@ static ssize_t tls_writev(corral_conn *conn, const struct iovec *iov, int iovcnt
         const char *base = iov[i].iov_base;
         for (size_t off = 0; off < iov[i].iov_len;) {
             size_t n;
-            ERR_clear_error();
+            tls_clear_errors();
             errno = 0;
             int ret = SSL_write_ex(tc->ssl, base + off, iov[i].iov_len - off, &n);
             if (ret != 1) {
@@ -279,7 +289,7 @@ static int tls_shutdown(corral_conn *conn)
 {
     struct tls_conn *tc = corral_conn_transport_state(conn);
     if (tc->established) {
-        ERR_clear_error();
+        tls_clear_errors();
         SSL_shutdown(tc->ssl);
     }
     return corral_plain_transport.shutdown(conn);
@@ -326,6 +336,96 @@ const struct corral_transport tls_transport = {
     .drained = tls_drained,
 };
 
+/* Without kTLS, OpenSSL reads and writes the socket through a BIO method
+ * of the transport's own, which does what OpenSSL's socket BIO does on a
+ * connected socket and notes a short read itself (see tls_drained()).
+ * OpenSSL's would need a callback for that, which OpenSSL then calls
+ * around every BIO_ctrl() it makes on the BIO as well, several a record.
+ * kTLS needs OpenSSL's socket BIO, which tls_observe_bio() watches. */
+static int socket_read(BIO *bio, char *buf, int len)
+{
+    struct tls_conn *tc = BIO_get_data(bio);
+    BIO_clear_retry_flags(bio);
+    errno = 0;
+    ssize_t n = read(corral_conn_fd(tc->conn), buf, (size_t)len);
+    tc->socket_drained = n > 0 && n < len;
+    if (n <= 0 && BIO_sock_should_retry((int)n))
+        BIO_set_retry_read(bio);
+    else if (n == 0)
+        tc->socket_eof = true;
+    return (int)n;
+}
+
+static int socket_write(BIO *bio, const char *buf, int len)
+{
+    struct tls_conn *tc = BIO_get_data(bio);
+    BIO_clear_retry_flags(bio);
+    errno = 0;
+    ssize_t n = write(corral_conn_fd(tc->conn), buf, (size_t)len);
+    if (n <= 0 && BIO_sock_should_retry((int)n))
+        BIO_set_retry_write(bio);
+    return (int)n;
+}
+
+/* Answers what OpenSSL asks a socket BIO on the way; anything else (kTLS,
+ * pending bytes) is 0, as a socket BIO without kTLS answers it. */
+static long socket_ctrl(BIO *bio, int cmd, long num, void *ptr)
+{
+    (void)num;
+    const struct tls_conn *tc = BIO_get_data(bio);
+    switch (cmd) {
+    case BIO_CTRL_FLUSH:
+    case BIO_CTRL_DUP: return 1;
+    case BIO_CTRL_EOF: return tc->socket_eof;
+    case BIO_C_GET_FD: {
+        int fd = corral_conn_fd(tc->conn);
+        if (ptr != NULL)
+            *(int *)ptr = fd;
+        return fd;
+    }
+    default: return 0;
+    }
+}
+
+static BIO_METHOD *socket_method;
+static pthread_once_t socket_method_once = PTHREAD_ONCE_INIT;
+
+/* Made once for the process and never freed: every connection's BIO
+ * points to it. */
+static void socket_method_make(void)
+{
+    BIO_METHOD *method = BIO_meth_new(
+        BIO_get_new_index() | BIO_TYPE_SOURCE_SINK | BIO_TYPE_DESCRIPTOR, "corral socket");
+    if (method != NULL && (BIO_meth_set_read(method, socket_read) != 1 ||
+                           BIO_meth_set_write(method, socket_write) != 1 ||
+                           BIO_meth_set_ctrl(method, socket_ctrl) != 1)) {
+        BIO_meth_free(method);
+        method = NULL;
+    }
+    socket_method = method;
+}
+
+/* Gives OpenSSL the connection's socket.  False when out of memory. */
+static bool attach_socket(struct tls_conn *tc)
+{
+    if ((SSL_get_options(tc->ssl) & SSL_OP_ENABLE_KTLS) != 0) {
+        if (SSL_set_fd(tc->ssl, corral_conn_fd(tc->conn)) != 1)
+            return false;
+        BIO *rbio = SSL_get_rbio(tc->ssl);
+        BIO_set_callback_arg(rbio, (char *)tc);
+        BIO_set_callback_ex(rbio, tls_observe_bio);
+        return true;
+    }
+    pthread_once(&socket_method_once, socket_method_make);
+    BIO *bio = socket_method != NULL ? BIO_new(socket_method) : NULL;
+    if (bio == NULL)
+        return false;
+    BIO_set_data(bio, tc);
+    BIO_set_init(bio, 1);
+    SSL_set_bio(tc->ssl, bio, bio); /* takes its one reference for both */
+    return true;
+}
+
 struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
 {
     struct tls_conn *tc = calloc(1, sizeof(*tc));
@@ -333,15 +433,12 @@ struct tls_conn *tls_conn_new(SSL_CTX *ctx, corral_conn *conn)
         return NULL;
     tc->conn = conn;
     tc->ssl = SSL_new(ctx);
-    if (tc->ssl == NULL || SSL_set_fd(tc->ssl, corral_conn_fd(conn)) != 1) {
+    if (tc->ssl == NULL || !attach_socket(tc)) {
         SSL_free(tc->ssl);
         free(tc);
         return NULL;
     }
     SSL_set_app_data(tc->ssl, tc);
-    BIO *rbio = SSL_get_rbio(tc->ssl);
-    BIO_set_callback_arg(rbio, (char *)tc);
-    BIO_set_callback_ex(rbio, tls_observe_bio);
     return tc;
 }
 
@@ -650,7 +747,7 @@ static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
 {
     if (!readable(loader, TLS_CONF_CERTIFICATE, files->certificate))
         return -EINVAL;
-    ERR_clear_error();
+    tls_clear_errors();
     if (SSL_CTX_use_certificate_chain_file(ctx, files->certificate) != 1) {
         report(loader, TLS_CONF_CERTIFICATE, false, "cannot load certificate \"%s\": %s",
                files->certificate, tls_openssl_reason());
@@ -660,7 +757,7 @@ static int load_certificate(SSL_CTX *ctx, const struct loader *loader,
     check_validity(loader, cert, files->certificate);
     if (!readable(loader, TLS_CONF_KEY, files->key))
         return -EINVAL;
-    ERR_clear_error();
+    tls_clear_errors();
     EVP_PKEY *key = read_key(files->key);
     if (key == NULL) {
         report(loader, TLS_CONF_KEY, false, "cannot load key \"%s\": %s", files->key,
@@ -766,7 +863,7 @@ static SSL_CTX *server_context_new(struct tls_server *server, const struct tls_s
     else if (conf->session_cache == 0)
         SSL_CTX_set_num_tickets(ctx, 0);
 
-    ERR_clear_error();
+    tls_clear_errors();
     if (SSL_CTX_set_cipher_list(ctx, vhost->ciphers != NULL ? vhost->ciphers : DEFAULT_CIPHERS) !=
         1) {
         report(loader, TLS_CONF_CIPHERS, false, "no usable cipher in \"%s\"", vhost->ciphers);

@@ -33,7 +33,7 @@ static int load_identity(SSL_CTX *ctx, const struct tls_client_conf *conf, char 
                          size_t error_len)
 {
     assert(conf->certificate_key != NULL); /* the config pairs them */
-    ERR_clear_error();
+    tls_clear_errors();
     if (SSL_CTX_use_certificate_chain_file(ctx, conf->certificate) != 1) {
         snprintf(error, error_len, "cannot load certificate \"%s\": %s", conf->certificate,
                  tls_openssl_reason());
@@ -87,7 +87,7 @@ int tls_client_new(const struct tls_client_conf *conf, unsigned workers, size_t 
     }
     if (conf->verify) {
         SSL_CTX_set_verify(ctx, SSL_VERIFY_PEER, NULL);
-        ERR_clear_error();
+        tls_clear_errors();
         int ok = conf->ca_file != NULL ? SSL_CTX_load_verify_locations(ctx, conf->ca_file, NULL)
                                        : SSL_CTX_set_default_verify_paths(ctx);
         if (ok != 1) {

@@ -20,6 +20,7 @@ struct tls_conn {
     corral_conn *conn;
     bool established;
     bool socket_drained; /* the last read of the socket came back short */
+    bool socket_eof;     /* a read of the socket found its end */
     bool end_deferred;   /* the last read ended after bytes: the next one tells why */
     /* Server side */
     bool first_seen;         /* the client's first byte was looked at */
@@ -150,5 +151,11 @@ void tls_sni_certs_take_staples(struct tls_sni_certs *certs, struct tls_sni_cert
 
 /* The reason of OpenSSL's latest error, for messages. */
 const char *tls_openssl_reason(void);
+/* Empties the thread's OpenSSL error queue, as ERR_clear_error() does, but
+ * cheaply when it is already empty: called before an OpenSSL call whose
+ * failure SSL_get_error() or tls_openssl_reason() then reads, so that
+ * neither sees an entry an earlier call (any OpenSSL user on the thread)
+ * left behind. */
+void tls_clear_errors(void);
 
 #endif

@@ -219,7 +219,7 @@ static bool pair_load(const struct tls_sni_certs *c, const char *name, struct sn
         !expand(c->key, name, key_path, sizeof(key_path)))
         return false;
     *out = (struct sni_pair){0};
-    ERR_clear_error();
+    tls_clear_errors();
     BIO *bio = BIO_new_file(cert_path, "r");
     out->cert = bio != NULL ? PEM_read_bio_X509(bio, NULL, NULL, NULL) : NULL;
     out->chain = sk_X509_new_null();
@@ -240,7 +240,7 @@ static bool pair_load(const struct tls_sni_certs *c, const char *name, struct sn
                    key_path);
         pair_clear(NULL, out);
     }
-    ERR_clear_error();
+    tls_clear_errors();
     return ok;
 }
 

@@ -104,7 +104,7 @@ bool tls_staple_required(X509 *cert)
         required =
             ASN1_INTEGER_get(sk_ASN1_INTEGER_value(features, i)) == TLSEXT_TYPE_status_request;
     TLS_FEATURE_free(features);
-    ERR_clear_error();
+    tls_clear_errors();
     return required;
 }
 
@@ -152,7 +152,7 @@ static bool response_check(const struct tls_staple *st, const unsigned char *der
     }
     OCSP_BASICRESP_free(basic);
     OCSP_RESPONSE_free(resp);
-    ERR_clear_error();
+    tls_clear_errors();
     return ok;
 }
 
@@ -381,7 +381,7 @@ static int staple_make(X509 *cert, STACK_OF(X509) * chain, const struct tls_vhos
     st->name = strdup(name);
     if (st->chain == NULL || st->store == NULL || st->name == NULL)
         goto nomem;
-    ERR_clear_error();
+    tls_clear_errors();
     *item = TLS_CONF_TRUSTED_CERTIFICATE;
     if ((vhost->trusted_ca != NULL ? X509_STORE_load_file(st->store, vhost->trusted_ca)
                                    : X509_STORE_set_default_paths(st->store)) != 1) {

@@ -10,6 +10,7 @@
  */
 #include "../daemon.h"
 #include "../helpers.h"
+#include "proto/tls/tls_internal.h"
 
 #include <arpa/inet.h>
 #include <dirent.h>
@@ -2878,6 +2879,22 @@ START_TEST(ktls_on_serves_either_way)
 }
 END_TEST
 
+/* The transport clears the thread's error queue before each OpenSSL call
+ * only when something is in it: whatever is, goes, or SSL_get_error()
+ * would take a stale entry for a failure of the call that follows. */
+START_TEST(tls_clear_errors_empties_a_queue_with_entries)
+{
+    tls_clear_errors();
+    ck_assert_uint_eq(ERR_peek_error(), 0);
+    ERR_raise(ERR_LIB_SSL, SSL_R_BAD_LENGTH);
+    ERR_raise(ERR_LIB_SYS, EPIPE);
+    ck_assert_uint_ne(ERR_peek_error(), 0);
+    tls_clear_errors();
+    ck_assert_uint_eq(ERR_peek_error(), 0);
+    ck_assert_uint_eq(ERR_peek_last_error(), 0);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/tls");
@@ -2913,6 +2930,7 @@ Suite *test_suite(void)
      * accepted it, and corral -t (one thread): the release and ASan runs
      * have them. */
     if (!TEST_TSAN) {
+        tcase_add_test(tc, tls_clear_errors_empties_a_queue_with_entries);
         tcase_add_test(tc, tls_1_2_and_1_3_are_served_and_older_versions_refused);
         tcase_add_test(tc, sni_picks_the_server_blocks_certificate);
         tcase_add_test(tc, misdirected_requests_get_421);
