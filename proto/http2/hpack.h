@@ -39,6 +39,8 @@ struct hpack_table {
     uint32_t head, tail;         /* the entries' bytes in buf */
     uint32_t count, first;       /* entries, and the oldest's slot */
     uint32_t slots;              /* of `entries` */
+    uint32_t added;              /* entries ever added, modulo 2^32: the
+                                  * newest is number added - 1 */
 };
 
 /* A header field: spans valid only during the callback that receives it. */
@@ -103,11 +105,19 @@ enum hpack_index {
     HPACK_NEVER = 2,    /* never indexed, here or by intermediaries */
 };
 
+/* The fields of a block that have a hint in the encoder: a response's
+ * head from the proxy has five or six. */
+#define HPACK_ENCODER_HINTS 8
+
 struct hpack_encoder {
     struct hpack_table table;
     uint32_t limit;      /* the most this encoder uses, whatever the peer allows */
     uint32_t update_min; /* the smallest size since the last block */
     bool update_pending; /* a size update starts the next block */
+    /* Per place in a block, the entry (hpack_table_id()) the field there
+     * was last written as or added to, tried before the tables are
+     * searched: a connection's responses repeat their fields in order. */
+    uint32_t hint[HPACK_ENCODER_HINTS];
 };
 
 /* An encoder that uses a table of at most `limit` bytes; until the peer's

@@ -224,6 +224,7 @@ bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len
     t->entries[(t->first + t->count) % t->slots] =
         (struct hpack_entry){off, (uint32_t)name_len, (uint32_t)value_len};
     t->count++;
+    t->added++;
     t->size += n + ENTRY_OVERHEAD;
     return true;
 }
@@ -316,4 +317,39 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
             by_name = HPACK_TABLE_STATIC + 1 + i;
     }
     return by_name;
+}
+
+/* A dynamic entry's id: its number (hpack_table's `added`) in the low 31
+ * bits, with the top bit, so that no id is a static index. */
+#define ID_DYNAMIC 0x80000000u
+#define ID_NUMBER  0x7fffffffu
+
+uint32_t hpack_table_id(const struct hpack_table *t, uint32_t index)
+{
+    assert(index > 0 && index <= HPACK_TABLE_STATIC + t->count);
+    if (index <= HPACK_TABLE_STATIC)
+        return index;
+    /* index 62 is the newest, number added - 1 */
+    return ID_DYNAMIC | ((t->added - (index - HPACK_TABLE_STATIC)) & ID_NUMBER);
+}
+
+uint32_t hpack_table_index_of(const struct hpack_table *t, uint32_t id)
+{
+    if ((id & ID_DYNAMIC) == 0)
+        return id; /* a static index, or 0 */
+    /* The newest `count` numbers are in the table, the newest at 62;
+     * modulo 2^31, as the ids hold their numbers. */
+    uint32_t back = (t->added - id) & ID_NUMBER;
+    return back >= 1 && back <= t->count ? HPACK_TABLE_STATIC + back : 0;
+}
+
+bool hpack_table_holds(const struct hpack_table *t, uint32_t index, const uint8_t *name,
+                       size_t name_len, const uint8_t *value, size_t value_len)
+{
+    struct hpack_field f;
+    if (!hpack_table_get(t, index, &f)) {
+        assert(!"an entry's index");
+        return false;
+    }
+    return same(name, name_len, f.name, f.name_len) && same(value, value_len, f.value, f.value_len);
 }

@@ -39,4 +39,19 @@ bool hpack_table_get(const struct hpack_table *t, uint64_t index, struct hpack_f
 uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size_t name_len,
                           const uint8_t *value, size_t value_len, bool *both);
 
+/* An entry's id, which stays its own while it is in the table (its index
+ * changes as entries are added): for `index`, an entry's index now, not
+ * 0.  Ids are reused after 2^31 entries: an id names an entry to try, the
+ * caller compares its name and value. */
+uint32_t hpack_table_id(const struct hpack_table *t, uint32_t index);
+
+/* The index now of the entry with this id, or 0 when it was evicted (or
+ * the id is 0). */
+uint32_t hpack_table_index_of(const struct hpack_table *t, uint32_t id);
+
+/* Whether the entry at `index` (an entry's, not 0) has this name and
+ * value. */
+bool hpack_table_holds(const struct hpack_table *t, uint32_t index, const uint8_t *name,
+                       size_t name_len, const uint8_t *value, size_t value_len);
+
 #endif

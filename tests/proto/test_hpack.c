@@ -316,6 +316,86 @@ START_TEST(static_table_lookup)
 }
 END_TEST
 
+/* An entry's id finds it as later entries push its index up, and finds
+ * nothing once it is evicted; a static index is its own id. */
+START_TEST(table_ids_follow_entries)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 100); /* two entries of 4 + 4 bytes, not three */
+    ck_assert_uint_eq(hpack_table_id(&t, 5), 5);
+    ck_assert_uint_eq(hpack_table_index_of(&t, 5), 5);
+    ck_assert_uint_eq(hpack_table_index_of(&t, 0), 0);
+    ck_assert(hpack_table_add(&t, (const uint8_t *)"x-aa", 4, (const uint8_t *)"1111", 4));
+    uint32_t a = hpack_table_id(&t, 62);
+    ck_assert_uint_eq(hpack_table_index_of(&t, a), 62);
+    ck_assert(hpack_table_holds(&t, 62, (const uint8_t *)"x-aa", 4, (const uint8_t *)"1111", 4));
+    ck_assert(!hpack_table_holds(&t, 62, (const uint8_t *)"x-aa", 4, (const uint8_t *)"1112", 4));
+    ck_assert(!hpack_table_holds(&t, 62, (const uint8_t *)"x-ab", 4, (const uint8_t *)"1111", 4));
+    ck_assert(hpack_table_add(&t, (const uint8_t *)"x-bb", 4, (const uint8_t *)"2222", 4));
+    uint32_t b = hpack_table_id(&t, 62);
+    ck_assert_uint_ne(a, b);
+    ck_assert_uint_eq(hpack_table_index_of(&t, a), 63);
+    ck_assert_uint_eq(hpack_table_index_of(&t, b), 62);
+    ck_assert_uint_eq(hpack_table_id(&t, 63), a);
+    ck_assert(hpack_table_add(&t, (const uint8_t *)"x-cc", 4, (const uint8_t *)"3333", 4));
+    ck_assert_uint_eq(t.count, 2);
+    ck_assert_uint_eq(hpack_table_index_of(&t, a), 0); /* evicted */
+    ck_assert_uint_eq(hpack_table_index_of(&t, b), 63);
+    ck_assert(hpack_table_holds(&t, 63, (const uint8_t *)"x-bb", 4, (const uint8_t *)"2222", 4));
+    ck_assert(hpack_table_holds(&t, 1, (const uint8_t *)":authority", 10, NULL, 0));
+    hpack_table_free(&t);
+}
+END_TEST
+
+/* A block's fields found by the encoder's hints (the same fields at the
+ * same places as the block before) come out as the search finds them;
+ * hints gone stale (other fields at those places, entries evicted, a
+ * value changed) fall back to the search. */
+START_TEST(encoder_hints_same_answers)
+{
+    struct hpack_encoder e;
+    hpack_encoder_init(&e, 4096);
+    hpack_encoder_set_peer_size(&e, 150); /* three entries of ~40 bytes */
+    nghttp2_hd_inflater *inf;
+    ck_assert_int_eq(nghttp2_hd_inflate_new(&inf), 0);
+    static const struct {
+        const char *lines;
+        const char *hex; /* the block, "" when not checked */
+    } blocks[] = {
+        {":status: 200\nserver: corral\ndate: d1\n", ""},
+        /* server 63, date 62 */
+        {":status: 200\nserver: corral\ndate: d1\n", "88bfbe"},
+        /* other places: the search finds them */
+        {"date: d1\n:status: 200\nserver: corral\n", "be88bf"},
+        /* date's new value: a literal naming entry 62, added (64: server) */
+        {":status: 200\nserver: corral\ndate: d2\n", ""},
+        {":status: 200\nserver: corral\ndate: d2\n", "88c0be"},
+        /* x-a and x-b evict server and the first date */
+        {"x-a: 0123456789\nx-b: 0123456789\n", ""},
+        {":status: 200\nserver: corral\ndate: d2\n", ""},
+        {":status: 200\nserver: corral\ndate: d2\n", "88bfbe"},
+    };
+    for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+        char text[256];
+        snprintf(text, sizeof(text), "%s", blocks[b].lines);
+        struct hpack_field f[8];
+        uint8_t how[8];
+        size_t n = fields_of(text, f, 8);
+        memset(how, HPACK_INDEX, sizeof(how));
+        uint8_t out[256], want[256];
+        size_t len = hpack_encode(&e, f, how, n, out);
+        if (blocks[b].hex[0] != '\0') {
+            size_t wlen = unhex(blocks[b].hex, want, sizeof(want));
+            ck_assert_uint_eq(len, wlen);
+            ck_assert_mem_eq(out, want, len);
+        }
+        nghttp2_decodes(inf, out, len, blocks[b].lines);
+    }
+    nghttp2_hd_inflate_del(inf);
+    hpack_encoder_free(&e);
+}
+END_TEST
+
 START_TEST(encoder_makes_c4)
 {
     encodes(c4, req_lists, 4096, "");
@@ -731,6 +811,8 @@ Suite *test_suite(void)
     tcase_add_test(tc, c5_responses);
     tcase_add_test(tc, c6_responses_huffman);
     tcase_add_test(tc, static_table_lookup);
+    tcase_add_test(tc, table_ids_follow_entries);
+    tcase_add_test(tc, encoder_hints_same_answers);
     tcase_add_test(tc, encoder_makes_c4);
     tcase_add_test(tc, encoder_makes_c6);
     tcase_add_test(tc, encoder_literals_and_never_indexed);
