@@ -277,12 +277,14 @@ static enum h2_message_verdict response_field(struct h2_message *m, const struct
 }
 
 enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpack_field *f,
-                                         bool trailers)
+                                         bool trailers, bool *bytes_ok)
 {
     enum token t = lookup(f);
     if (m->response && t == T_HOST)
         t = T_OTHER; /* a response's Host is a field as any other */
-    if (!name_valid(f) || !field_value_valid(f, t))
+    if (!*bytes_ok)
+        *bytes_ok = name_valid(f) && field_value_valid(f, t);
+    if (!*bytes_ok)
         return H2_MESSAGE_MALFORMED;
     bool pseudo = f->name[0] == ':';
     /* 8.3: pseudo-headers come first, and never in trailers (8.1). */

@@ -12,6 +12,8 @@
 
 void hpack_encoder_init(struct hpack_encoder *e, uint32_t limit)
 {
+    if (limit > HPACK_TABLE_SIZE_MAX)
+        limit = HPACK_TABLE_SIZE_MAX;
     *e = (struct hpack_encoder){.limit = limit};
     uint32_t size = limit < HPACK_TABLE_DEFAULT_SIZE ? limit : HPACK_TABLE_DEFAULT_SIZE;
     hpack_table_init(&e->table, size);

@@ -97,6 +97,7 @@ static const struct {
 
 void hpack_table_init(struct hpack_table *t, uint32_t max_size)
 {
+    assert(max_size <= HPACK_TABLE_SIZE_MAX);
     *t = (struct hpack_table){.max_size = max_size};
 }
 
@@ -142,7 +143,7 @@ static bool reblock(struct hpack_table *t, uint32_t cap, uint32_t slots)
         uint32_t n = e->name_len + e->value_len;
         assert(i < slots && tail + n <= cap);
         memcpy(buf + tail, t->buf + e->off, n);
-        entries[i] = (struct hpack_entry){tail, e->name_len, e->value_len};
+        entries[i] = (struct hpack_entry){tail, e->name_len, e->value_len, e->marked};
         tail += n;
     }
     free(t->entries);
@@ -158,6 +159,7 @@ static bool reblock(struct hpack_table *t, uint32_t cap, uint32_t slots)
 
 bool hpack_table_resize(struct hpack_table *t, uint32_t max_size)
 {
+    assert(max_size <= HPACK_TABLE_SIZE_MAX);
     while (t->size > max_size)
         evict_oldest(t);
     t->max_size = max_size;
@@ -222,7 +224,7 @@ bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len
     memcpy(t->buf + off + name_len, value, value_len);
     t->tail += n;
     t->entries[(t->first + t->count) % t->slots] =
-        (struct hpack_entry){off, (uint32_t)name_len, (uint32_t)value_len};
+        (struct hpack_entry){off, (uint32_t)name_len, (uint32_t)value_len, 0};
     t->count++;
     t->added++;
     t->size += n + ENTRY_OVERHEAD;
@@ -352,4 +354,21 @@ bool hpack_table_holds(const struct hpack_table *t, uint32_t index, const uint8_
         return false;
     }
     return same(name, name_len, f.name, f.name_len) && same(value, value_len, f.value, f.value_len);
+}
+
+void hpack_table_mark(struct hpack_table *t, uint32_t index)
+{
+    assert(index > 0 && index <= HPACK_TABLE_STATIC + t->count);
+    if (index <= HPACK_TABLE_STATIC)
+        t->static_marks |= (uint64_t)1 << (index - 1);
+    else
+        entry_at(t, index - HPACK_TABLE_STATIC - 1)->marked = 1;
+}
+
+bool hpack_table_marked(const struct hpack_table *t, uint32_t index)
+{
+    assert(index > 0 && index <= HPACK_TABLE_STATIC + t->count);
+    if (index <= HPACK_TABLE_STATIC)
+        return (t->static_marks >> (index - 1) & 1) != 0;
+    return entry_at(t, index - HPACK_TABLE_STATIC - 1)->marked;
 }

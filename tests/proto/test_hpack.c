@@ -396,6 +396,57 @@ START_TEST(encoder_hints_same_answers)
 }
 END_TEST
 
+/* The decoder's marks: a field's entry marked from the callback says so
+ * for the fields decoded from it whole later, static or dynamic, and for
+ * a literal with incremental indexing the entry it makes; a literal is
+ * never marked, and an evicted entry's mark goes with it. */
+struct marks {
+    struct hpack_decoder *d;
+    char seen[64]; /* per field: 'm' marked, '-' not */
+    size_t n;
+};
+
+static int mark_all(void *arg, const struct hpack_field *f)
+{
+    (void)f;
+    struct marks *m = arg;
+    ck_assert_uint_lt(m->n, sizeof(m->seen) - 1);
+    m->seen[m->n++] = hpack_decoder_marked(m->d) ? 'm' : '-';
+    hpack_decoder_mark(m->d);
+    return 0;
+}
+
+static const char *decode_marks(struct hpack_decoder *d, const char *hex)
+{
+    static struct marks m;
+    uint8_t block[128];
+    size_t n = unhex(hex, block, sizeof(block));
+    m = (struct marks){.d = d};
+    ck_assert_int_eq(hpack_decode(d, block, n, UINT64_MAX, scratch, sizeof(scratch), mark_all, &m),
+                     HPACK_OK);
+    return m.seen;
+}
+
+START_TEST(decoder_marks_entries)
+{
+    struct hpack_decoder d;
+    hpack_decoder_init(&d, 80); /* one entry of 4 + 4 bytes, not two */
+    /* :method GET (2); x-aa: 1111 indexed; x-bb: 2222 not indexed */
+    ck_assert_str_eq(decode_marks(&d, "82"
+                                      "4004782d61610431313131"
+                                      "0004782d62620432323232"),
+                     "---");
+    /* 2 and 62 again; 3, :method POST, new */
+    ck_assert_str_eq(decode_marks(&d, "82be83"), "mm-");
+    ck_assert_str_eq(decode_marks(&d, "be8283"), "mmm");
+    /* a literal naming 62, not indexed, is not marked: its value is new */
+    ck_assert_str_eq(decode_marks(&d, "0f2f0431313131be"), "-m");
+    /* x-cc evicts x-aa: the new 62 is x-cc's, marked as it was added */
+    ck_assert_str_eq(decode_marks(&d, "4004782d63630433333333be"), "-m");
+    hpack_decoder_free(&d);
+}
+END_TEST
+
 START_TEST(encoder_makes_c4)
 {
     encodes(c4, req_lists, 4096, "");
@@ -813,6 +864,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, static_table_lookup);
     tcase_add_test(tc, table_ids_follow_entries);
     tcase_add_test(tc, encoder_hints_same_answers);
+    tcase_add_test(tc, decoder_marks_entries);
     tcase_add_test(tc, encoder_makes_c4);
     tcase_add_test(tc, encoder_makes_c6);
     tcase_add_test(tc, encoder_literals_and_never_indexed);
