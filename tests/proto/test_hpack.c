@@ -396,6 +396,29 @@ START_TEST(encoder_hints_same_answers)
 }
 END_TEST
 
+/* Names and values are told apart by any byte, at every length (the
+ * comparison takes words from both ends and memcmp()s the middle). */
+START_TEST(table_compares_every_byte)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 4096);
+    uint8_t v[40], w[40];
+    for (size_t n = 0; n <= sizeof(v); n++) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = (uint8_t)('a' + i % 26);
+        ck_assert(hpack_table_add(&t, (const uint8_t *)"x-v", 3, v, n));
+        ck_assert(hpack_table_holds(&t, 62, (const uint8_t *)"x-v", 3, v, n));
+        for (size_t i = 0; i < n; i++) {
+            memcpy(w, v, n);
+            w[i] ^= 0x20;
+            ck_assert_msg(!hpack_table_holds(&t, 62, (const uint8_t *)"x-v", 3, w, n), "%zu %zu", n,
+                          i);
+        }
+    }
+    hpack_table_free(&t);
+}
+END_TEST
+
 /* The decoder's marks: a field's entry marked from the callback says so
  * for the fields decoded from it whole later, static or dynamic, and for
  * a literal with incremental indexing the entry it makes; a literal is
@@ -865,6 +888,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, table_ids_follow_entries);
     tcase_add_test(tc, encoder_hints_same_answers);
     tcase_add_test(tc, decoder_marks_entries);
+    tcase_add_test(tc, table_compares_every_byte);
     tcase_add_test(tc, encoder_makes_c4);
     tcase_add_test(tc, encoder_makes_c6);
     tcase_add_test(tc, encoder_literals_and_never_indexed);
