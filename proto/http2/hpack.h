@@ -43,6 +43,10 @@ struct hpack_table {
     uint32_t added;              /* entries ever added, modulo 2^32: the
                                   * newest is number added - 1 */
     uint64_t static_marks;       /* bit i - 1: static entry i marked */
+    /* Entries per bucket of their name and value (hpack_table.c's
+     * bucket()), up to 255, which then stays: a field whose bucket has
+     * none is in no dynamic entry, and is looked for by its name alone. */
+    uint8_t in_bucket[32];
 };
 
 /* A header field: spans valid only during the callback that receives it. */

@@ -114,10 +114,52 @@ static struct hpack_entry *entry_at(const struct hpack_table *t, uint32_t i)
     return &t->entries[(t->first + t->count - 1 - i) % t->slots];
 }
 
+/* Up to the last 8 bytes of p[0, n), as a number. */
+static uint64_t tail_word(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    if (n >= 8) {
+        memcpy(&v, p + n - 8, sizeof(v));
+        return v;
+    }
+    for (size_t i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A field's bucket in in_bucket[]: from its lengths and the ends of its
+ * name and value, where the values of one name usually differ (a
+ * date's seconds), not from all its bytes: a collision costs only a
+ * walk of the table. */
+static unsigned bucket(const uint8_t *name, size_t name_len, const uint8_t *value, size_t value_len)
+{
+    uint64_t h = ((uint64_t)name_len << 32 | value_len) ^ tail_word(value, value_len);
+    h = (h ^ tail_word(name, name_len) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
+    return (unsigned)(h >> 59); /* 32 buckets */
+}
+
+static void bucket_add(struct hpack_table *t, const uint8_t *name, size_t name_len,
+                       const uint8_t *value, size_t value_len)
+{
+    uint8_t *n = &t->in_bucket[bucket(name, name_len, value, value_len)];
+    if (*n < UINT8_MAX)
+        (*n)++;
+}
+
+static void bucket_remove(struct hpack_table *t, const struct hpack_entry *e)
+{
+    const uint8_t *name = t->buf + e->off;
+    uint8_t *n = &t->in_bucket[bucket(name, e->name_len, name + e->name_len, e->value_len)];
+    assert(*n > 0);
+    if (*n < UINT8_MAX) /* else it may count more than it knows */
+        (*n)--;
+}
+
 static void evict_oldest(struct hpack_table *t)
 {
     assert(t->count > 0);
     struct hpack_entry *e = &t->entries[t->first];
+    bucket_remove(t, e);
     t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
     t->head = e->off + e->name_len + e->value_len;
     t->first = (t->first + 1) % t->slots;
@@ -227,6 +269,7 @@ bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len
         (struct hpack_entry){off, (uint32_t)name_len, (uint32_t)value_len, 0};
     t->count++;
     t->added++;
+    bucket_add(t, name, name_len, value, value_len);
     t->size += n + ENTRY_OVERHEAD;
     return true;
 }
@@ -329,6 +372,13 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
                 by_name = i + 1;
         }
     }
+    /* No entry has the name and the value: the static name will do, or
+     * the newest entry of the name (the date of each past second is in
+     * the table, and a field the encoder does not find by its hint,
+     * a new date, need not be compared with them all). */
+    bool maybe = t->in_bucket[bucket(name, name_len, value, value_len)] > 0;
+    if (!maybe && by_name != 0)
+        return by_name;
     /* The ring walked back from the newest entry (entry_at()'s order),
      * without a division an entry. */
     uint32_t at = t->count > 0 ? (t->first + t->count - 1) % t->slots : 0;
@@ -337,12 +387,14 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
         assert(e == entry_at(t, i));
         if (!same(name, name_len, t->buf + e->off, e->name_len))
             continue;
-        if (same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {
+        if (maybe && same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {
             *both = true;
             return HPACK_TABLE_STATIC + 1 + i;
         }
         if (by_name == 0)
             by_name = HPACK_TABLE_STATIC + 1 + i;
+        if (!maybe)
+            break;
     }
     return by_name;
 }

@@ -419,6 +419,51 @@ START_TEST(table_compares_every_byte)
 }
 END_TEST
 
+/* hpack_table_find() answers as a walk over every index does, whatever
+ * the table held and evicted: random names and values of a few bytes,
+ * many alike, added to a small table and looked for. */
+START_TEST(table_find_as_a_walk)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 300);
+    static const char *const names[] = {"date", "server", "x-a", "x-bb", "content-type"};
+    uint32_t seed = 11;
+    for (int round = 0; round < 20000; round++) {
+        seed = seed * 1103515245u + 12345u;
+        const char *name = names[(seed >> 16) % 5];
+        char value[16];
+        int vlen = snprintf(value, sizeof(value), "%u%s", (seed >> 8) % 23,
+                            (seed >> 20) % 2 ? "-long-enough" : "");
+        size_t nlen = strlen(name);
+        uint32_t want = 0;
+        bool want_both = false;
+        for (uint32_t i = 1; i <= HPACK_TABLE_STATIC + t.count && !want_both; i++) {
+            struct hpack_field f;
+            ck_assert(hpack_table_get(&t, i, &f));
+            if (f.name_len != nlen || memcmp(f.name, name, nlen) != 0)
+                continue;
+            if (f.value_len == (size_t)vlen && memcmp(f.value, value, f.value_len) == 0) {
+                want = i;
+                want_both = true;
+            } else if (want == 0) {
+                want = i;
+            }
+        }
+        bool both;
+        ck_assert_uint_eq(hpack_table_find(&t, (const uint8_t *)name, nlen, (const uint8_t *)value,
+                                           (size_t)vlen, &both),
+                          want);
+        ck_assert(both == want_both);
+        if (!both)
+            ck_assert(hpack_table_add(&t, (const uint8_t *)name, nlen, (const uint8_t *)value,
+                                      (size_t)vlen));
+        if (round % 5000 == 4999) /* emptied, then as before */
+            ck_assert(hpack_table_resize(&t, round % 10000 == 9999 ? 0 : 300));
+    }
+    hpack_table_free(&t);
+}
+END_TEST
+
 /* The decoder's marks: a field's entry marked from the callback says so
  * for the fields decoded from it whole later, static or dynamic, and for
  * a literal with incremental indexing the entry it makes; a literal is
@@ -889,6 +934,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, encoder_hints_same_answers);
     tcase_add_test(tc, decoder_marks_entries);
     tcase_add_test(tc, table_compares_every_byte);
+    tcase_add_test(tc, table_find_as_a_walk);
     tcase_add_test(tc, encoder_makes_c4);
     tcase_add_test(tc, encoder_makes_c6);
     tcase_add_test(tc, encoder_literals_and_never_indexed);
