@@ -25,9 +25,10 @@
 /* A dynamic table (RFC 7541 2.3.2, 4): entries' bytes, oldest first, in
  * buf[head..tail); their places in a ring of `slots`. */
 struct hpack_entry {
-    uint32_t off; /* of the name in buf; the value follows it */
-    uint32_t name_len;
-    uint32_t value_len : 31; /* below the table's size, below 2^31 */
+    uint32_t off;            /* of the name in buf; the value follows it */
+    uint32_t name_len : 24;  /* below the table's size, below 2^24 */
+    uint32_t hash : 8;       /* of its name and value: hpack_table.c's hash() */
+    uint32_t value_len : 24; /* as name_len */
     uint32_t marked : 1;     /* hpack_table_mark()'s */
 };
 
@@ -43,10 +44,6 @@ struct hpack_table {
     uint32_t added;              /* entries ever added, modulo 2^32: the
                                   * newest is number added - 1 */
     uint64_t static_marks;       /* bit i - 1: static entry i marked */
-    /* Entries per bucket of their name and value (hpack_table.c's
-     * bucket()), up to 255, which then stays: a field whose bucket has
-     * none is in no dynamic entry, and is looked for by its name alone. */
-    uint8_t in_bucket[32];
 };
 
 /* A header field: spans valid only during the callback that receives it. */
@@ -83,7 +80,7 @@ struct hpack_decoder {
 };
 
 /* A decoder whose table may grow to `max_setting` bytes (4096 unless the
- * server announces otherwise; at most 2^31 - 1, as for
+ * server announces otherwise; at most 2^24 - 1, as for
  * hpack_decoder_set_max()). */
 void hpack_decoder_init(struct hpack_decoder *d, uint32_t max_setting);
 void hpack_decoder_free(struct hpack_decoder *d);
@@ -142,7 +139,7 @@ struct hpack_encoder {
     uint32_t hint[HPACK_ENCODER_HINTS];
 };
 
-/* An encoder that uses a table of at most `limit` bytes (and 2^31 - 1);
+/* An encoder that uses a table of at most `limit` bytes (and 2^24 - 1);
  * until the peer's SETTINGS say otherwise the table may be 4096 bytes. */
 void hpack_encoder_init(struct hpack_encoder *e, uint32_t limit);
 void hpack_encoder_free(struct hpack_encoder *e);

@@ -127,39 +127,23 @@ static uint64_t tail_word(const uint8_t *p, size_t n)
     return v;
 }
 
-/* A field's bucket in in_bucket[]: from its lengths and the ends of its
- * name and value, where the values of one name usually differ (a
- * date's seconds), not from all its bytes: a collision costs only a
- * walk of the table. */
-static unsigned bucket(const uint8_t *name, size_t name_len, const uint8_t *value, size_t value_len)
+/* A byte of a field's name and value, kept with its entry: from their
+ * lengths and last bytes, where the values of one name usually differ
+ * (a date's seconds), not from all their bytes.  A field is compared
+ * with the entries of its byte alone, for its value: the date of each
+ * past second is in the table, and a new date (a field the encoder does
+ * not find by its hint) need not be compared with them all. */
+static unsigned hash(const uint8_t *name, size_t name_len, const uint8_t *value, size_t value_len)
 {
     uint64_t h = ((uint64_t)name_len << 32 | value_len) ^ tail_word(value, value_len);
     h = (h ^ tail_word(name, name_len) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
-    return (unsigned)(h >> 59); /* 32 buckets */
-}
-
-static void bucket_add(struct hpack_table *t, const uint8_t *name, size_t name_len,
-                       const uint8_t *value, size_t value_len)
-{
-    uint8_t *n = &t->in_bucket[bucket(name, name_len, value, value_len)];
-    if (*n < UINT8_MAX)
-        (*n)++;
-}
-
-static void bucket_remove(struct hpack_table *t, const struct hpack_entry *e)
-{
-    const uint8_t *name = t->buf + e->off;
-    uint8_t *n = &t->in_bucket[bucket(name, e->name_len, name + e->name_len, e->value_len)];
-    assert(*n > 0);
-    if (*n < UINT8_MAX) /* else it may count more than it knows */
-        (*n)--;
+    return (unsigned)(h >> 56);
 }
 
 static void evict_oldest(struct hpack_table *t)
 {
     assert(t->count > 0);
     struct hpack_entry *e = &t->entries[t->first];
-    bucket_remove(t, e);
     t->size -= e->name_len + e->value_len + ENTRY_OVERHEAD;
     t->head = e->off + e->name_len + e->value_len;
     t->first = (t->first + 1) % t->slots;
@@ -185,7 +169,8 @@ static bool reblock(struct hpack_table *t, uint32_t cap, uint32_t slots)
         uint32_t n = e->name_len + e->value_len;
         assert(i < slots && tail + n <= cap);
         memcpy(buf + tail, t->buf + e->off, n);
-        entries[i] = (struct hpack_entry){tail, e->name_len, e->value_len, e->marked};
+        entries[i] = *e;
+        entries[i].off = tail;
         tail += n;
     }
     free(t->entries);
@@ -265,11 +250,10 @@ bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len
     memcpy(t->buf + off, name, name_len);
     memcpy(t->buf + off + name_len, value, value_len);
     t->tail += n;
-    t->entries[(t->first + t->count) % t->slots] =
-        (struct hpack_entry){off, (uint32_t)name_len, (uint32_t)value_len, 0};
+    t->entries[(t->first + t->count) % t->slots] = (struct hpack_entry){
+        off, (uint32_t)name_len, hash(name, name_len, value, value_len), (uint32_t)value_len, 0};
     t->count++;
     t->added++;
-    bucket_add(t, name, name_len, value, value_len);
     t->size += n + ENTRY_OVERHEAD;
     return true;
 }
@@ -372,29 +356,25 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
                 by_name = i + 1;
         }
     }
-    /* No entry has the name and the value: the static name will do, or
-     * the newest entry of the name (the date of each past second is in
-     * the table, and a field the encoder does not find by its hint,
-     * a new date, need not be compared with them all). */
-    bool maybe = t->in_bucket[bucket(name, name_len, value, value_len)] > 0;
-    if (!maybe && by_name != 0)
-        return by_name;
+    /* Past the static table, only the entries of the field's hash can
+     * have its value, and they are all that is compared once a static
+     * entry has its name. */
+    unsigned h = hash(name, name_len, value, value_len);
     /* The ring walked back from the newest entry (entry_at()'s order),
      * without a division an entry. */
     uint32_t at = t->count > 0 ? (t->first + t->count - 1) % t->slots : 0;
     for (uint32_t i = 0; i < t->count; i++, at = at == 0 ? t->slots - 1 : at - 1) {
         const struct hpack_entry *e = &t->entries[at];
         assert(e == entry_at(t, i));
-        if (!same(name, name_len, t->buf + e->off, e->name_len))
+        bool hashed = e->hash == h;
+        if ((!hashed && by_name != 0) || !same(name, name_len, t->buf + e->off, e->name_len))
             continue;
-        if (maybe && same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {
+        if (hashed && same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {
             *both = true;
             return HPACK_TABLE_STATIC + 1 + i;
         }
         if (by_name == 0)
             by_name = HPACK_TABLE_STATIC + 1 + i;
-        if (!maybe)
-            break;
     }
     return by_name;
 }

@@ -14,8 +14,8 @@
 /* The table size that SETTINGS_HEADER_TABLE_SIZE starts at (RFC 9113 6.5.2). */
 #define HPACK_TABLE_DEFAULT_SIZE 4096
 
-/* The largest maximum size: an entry's lengths fit 31 bits. */
-#define HPACK_TABLE_SIZE_MAX 0x7fffffffu
+/* The largest maximum size: an entry's lengths fit 24 bits. */
+#define HPACK_TABLE_SIZE_MAX 0xffffffu
 
 /* An empty table whose maximum size is `max_size` (at most
  * HPACK_TABLE_SIZE_MAX); it holds no memory. */
