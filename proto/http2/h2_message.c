@@ -117,15 +117,19 @@ static enum token lookup(const struct hpack_field *f)
     }
 }
 
-static bool value_is(const struct hpack_field *f, const char *s)
+/* The value is the string literal `s` (its length known here, not
+ * counted by strlen() for every request's :scheme), alike or in any
+ * case. */
+#define VALUE_IS(f, s)        value_is(f, s, sizeof(s) - 1)
+#define VALUE_IS_NOCASE(f, s) value_is_nocase(f, s, sizeof(s) - 1)
+
+static bool value_is(const struct hpack_field *f, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     return f->value_len == n && memcmp(f->value, s, n) == 0;
 }
 
-static bool value_is_nocase(const struct hpack_field *f, const char *s)
+static bool value_is_nocase(const struct hpack_field *f, const char *s, size_t n)
 {
-    size_t n = strlen(s);
     if (f->value_len != n)
         return false;
     for (size_t i = 0; i < n; i++) {
@@ -261,7 +265,7 @@ static enum h2_message_verdict response_field(struct h2_message *m, const struct
             return H2_MESSAGE_DROP; /* as libnghttp2 drops it */
         break;
     case T_TE:
-        if (!value_is_nocase(f, "trailers"))
+        if (!VALUE_IS_NOCASE(f, "trailers"))
             return H2_MESSAGE_MALFORMED;
         break;
     case T_CONNECTION_SPECIFIC: return H2_MESSAGE_MALFORMED; /* 8.2.2 */
@@ -277,12 +281,14 @@ static enum h2_message_verdict response_field(struct h2_message *m, const struct
 }
 
 enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpack_field *f,
-                                         bool trailers)
+                                         bool trailers, bool *bytes_ok)
 {
     enum token t = lookup(f);
     if (m->response && t == T_HOST)
         t = T_OTHER; /* a response's Host is a field as any other */
-    if (!name_valid(f) || !field_value_valid(f, t))
+    if (!*bytes_ok)
+        *bytes_ok = name_valid(f) && field_value_valid(f, t);
+    if (!*bytes_ok)
         return H2_MESSAGE_MALFORMED;
     bool pseudo = f->name[0] == ':';
     /* 8.3: pseudo-headers come first, and never in trailers (8.1). */
@@ -296,9 +302,9 @@ enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpac
     case T_METHOD:
         if (!once(m, f, SEEN_METHOD))
             return H2_MESSAGE_MALFORMED;
-        if (value_is(f, "CONNECT"))
+        if (VALUE_IS(f, "CONNECT"))
             m->seen |= SEEN_CONNECT;
-        else if (value_is(f, "OPTIONS"))
+        else if (VALUE_IS(f, "OPTIONS"))
             m->seen |= SEEN_OPTIONS;
         break;
     case T_PATH:
@@ -312,7 +318,7 @@ enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpac
     case T_SCHEME:
         if (!once(m, f, SEEN_SCHEME))
             return H2_MESSAGE_MALFORMED;
-        if (value_is_nocase(f, "http") || value_is_nocase(f, "https"))
+        if (VALUE_IS_NOCASE(f, "http") || VALUE_IS_NOCASE(f, "https"))
             m->seen |= SEEN_HTTP;
         break;
     case T_AUTHORITY:
@@ -333,7 +339,7 @@ enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpac
             return H2_MESSAGE_MALFORMED;
         break;
     case T_TE:
-        if (!value_is_nocase(f, "trailers"))
+        if (!VALUE_IS_NOCASE(f, "trailers"))
             return H2_MESSAGE_MALFORMED;
         break;
     case T_CONNECTION_SPECIFIC: return H2_MESSAGE_MALFORMED; /* 8.2.2 */

@@ -43,9 +43,13 @@ void h2_message_begin(struct h2_message *m);
 void h2_message_begin_response(struct h2_message *m, bool head);
 
 /* Checks one field of a request head (`trailers` false) or of its
- * trailers (true: the same struct, after the head's end). */
+ * trailers (true: the same struct, after the head's end).  Whether its
+ * bytes may be in its name and value depends on those bytes alone (and
+ * on m->response): *bytes_ok true says a field with the same name and
+ * value passed that check before, so it is not made again; it is set to
+ * whether the bytes pass, whatever the verdict. */
 enum h2_message_verdict h2_message_field(struct h2_message *m, const struct hpack_field *f,
-                                         bool trailers);
+                                         bool trailers, bool *bytes_ok);
 
 /* The head ended: false when it is malformed (a pseudo-header missing,
  * or CONNECT's rules broken, 8.3.1 and 8.5; a response's :status

@@ -25,9 +25,11 @@
 /* A dynamic table (RFC 7541 2.3.2, 4): entries' bytes, oldest first, in
  * buf[head..tail); their places in a ring of `slots`. */
 struct hpack_entry {
-    uint32_t off; /* of the name in buf; the value follows it */
-    uint32_t name_len;
-    uint32_t value_len;
+    uint32_t off;            /* of the name in buf; the value follows it */
+    uint32_t name_len : 24;  /* below the table's size, below 2^24 */
+    uint32_t hash : 8;       /* of its name and value: hpack_table.c's hash() */
+    uint32_t value_len : 24; /* as name_len */
+    uint32_t marked : 1;     /* hpack_table_mark()'s */
 };
 
 struct hpack_table {
@@ -39,6 +41,9 @@ struct hpack_table {
     uint32_t head, tail;         /* the entries' bytes in buf */
     uint32_t count, first;       /* entries, and the oldest's slot */
     uint32_t slots;              /* of `entries` */
+    uint32_t added;              /* entries ever added, modulo 2^32: the
+                                  * newest is number added - 1 */
+    uint64_t static_marks;       /* bit i - 1: static entry i marked */
 };
 
 /* A header field: spans valid only during the callback that receives it. */
@@ -69,10 +74,14 @@ struct hpack_decoder {
                            * next block must start with a size update */
     bool broken;          /* a block failed: the table may not match the
                            * peer's, every later block fails */
+    uint32_t passing;     /* the field being passed came whole from the
+                           * entry at this index; 0: a literal */
+    bool mark_added;      /* the field being passed, a literal, marked */
 };
 
 /* A decoder whose table may grow to `max_setting` bytes (4096 unless the
- * server announces otherwise). */
+ * server announces otherwise; at most 2^24 - 1, as for
+ * hpack_decoder_set_max()). */
 void hpack_decoder_init(struct hpack_decoder *d, uint32_t max_setting);
 void hpack_decoder_free(struct hpack_decoder *d);
 
@@ -82,6 +91,18 @@ void hpack_decoder_free(struct hpack_decoder *d);
  * setting since (RFC 7541 4.2); above it, the peer may use more with a
  * size update.  False when memory failed: the decoder is then broken. */
 bool hpack_decoder_set_max(struct hpack_decoder *d, uint32_t max_setting);
+
+/* From the field callback: marks the entry the field being passed came
+ * from whole (an indexed field), or the one it makes (a literal with
+ * incremental indexing), so that hpack_decoder_marked() is true for the
+ * fields decoded from it whole later: the caller checks a field's bytes
+ * once, not for every block that repeats it.  The mark lasts as long as
+ * the entry. */
+void hpack_decoder_mark(struct hpack_decoder *d);
+
+/* From the field callback: whether the field being passed came whole
+ * from a marked entry (an indexed field). */
+bool hpack_decoder_marked(const struct hpack_decoder *d);
 
 /* Decodes one whole header block (HEADERS plus CONTINUATION payloads,
  * joined) of `len` bytes, passing each field to `fn`.  Huffman strings are
@@ -103,15 +124,23 @@ enum hpack_index {
     HPACK_NEVER = 2,    /* never indexed, here or by intermediaries */
 };
 
+/* The fields of a block that have a hint in the encoder: a response's
+ * head from the proxy has five or six. */
+#define HPACK_ENCODER_HINTS 8
+
 struct hpack_encoder {
     struct hpack_table table;
     uint32_t limit;      /* the most this encoder uses, whatever the peer allows */
     uint32_t update_min; /* the smallest size since the last block */
     bool update_pending; /* a size update starts the next block */
+    /* Per place in a block, the entry (hpack_table_id()) the field there
+     * was last written as or added to, tried before the tables are
+     * searched: a connection's responses repeat their fields in order. */
+    uint32_t hint[HPACK_ENCODER_HINTS];
 };
 
-/* An encoder that uses a table of at most `limit` bytes; until the peer's
- * SETTINGS say otherwise the table may be 4096 bytes. */
+/* An encoder that uses a table of at most `limit` bytes (and 2^24 - 1);
+ * until the peer's SETTINGS say otherwise the table may be 4096 bytes. */
 void hpack_encoder_init(struct hpack_encoder *e, uint32_t limit);
 void hpack_encoder_free(struct hpack_encoder *e);
 

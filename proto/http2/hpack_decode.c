@@ -20,6 +20,7 @@
 
 void hpack_decoder_init(struct hpack_decoder *d, uint32_t max_setting)
 {
+    assert(max_setting <= HPACK_TABLE_SIZE_MAX);
     *d = (struct hpack_decoder){.max_setting = max_setting, .update_min = UINT32_MAX};
     hpack_table_init(&d->table, max_setting);
 }
@@ -31,6 +32,7 @@ void hpack_decoder_free(struct hpack_decoder *d)
 
 bool hpack_decoder_set_max(struct hpack_decoder *d, uint32_t max_setting)
 {
+    assert(max_setting <= HPACK_TABLE_SIZE_MAX);
     d->max_setting = max_setting;
     if (d->table.max_size <= max_setting)
         return true;
@@ -40,6 +42,19 @@ bool hpack_decoder_set_max(struct hpack_decoder *d, uint32_t max_setting)
     if (!hpack_table_resize(&d->table, max_setting))
         d->broken = true;
     return !d->broken;
+}
+
+void hpack_decoder_mark(struct hpack_decoder *d)
+{
+    if (d->passing != 0)
+        hpack_table_mark(&d->table, d->passing);
+    else
+        d->mark_added = true; /* kept only if the literal is indexed */
+}
+
+bool hpack_decoder_marked(const struct hpack_decoder *d)
+{
+    return d->passing != 0 && hpack_table_marked(&d->table, d->passing);
 }
 
 /* Where the decoding is in a block. */
@@ -167,6 +182,8 @@ static enum hpack_result decode(struct hpack_decoder *d, struct cursor *c, hpack
         struct hpack_field f = {0};
         bool indexing = false;
         c->scratch_used = 0;
+        d->passing = 0;
+        d->mark_added = false;
         if (d->update_required && (b & 0xe0) != 0x20)
             return HPACK_ERROR;
         if ((b & 0x80) != 0) { /* indexed (6.1) */
@@ -176,6 +193,7 @@ static enum hpack_result decode(struct hpack_decoder *d, struct cursor *c, hpack
             if (32 + (uint64_t)f.name_len + f.value_len > c->list_left)
                 return HPACK_TOO_LARGE;
             c->list_left -= 32 + (uint64_t)f.name_len + f.value_len;
+            d->passing = index;
         } else if ((b & 0xe0) == 0x20) { /* a dynamic table size update (6.3) */
             uint32_t size;
             if (!at_start || !read_int(c, 5, &size) || size > d->max_setting)
@@ -206,6 +224,9 @@ static enum hpack_result decode(struct hpack_decoder *d, struct cursor *c, hpack
             return HPACK_STOPPED;
         if (indexing && !hpack_table_add(&d->table, f.name, f.name_len, f.value, f.value_len))
             return HPACK_ERROR;
+        /* Unless it was larger than the table, which it emptied. */
+        if (indexing && d->mark_added && d->table.count > 0)
+            hpack_table_mark(&d->table, HPACK_TABLE_STATIC + 1);
     }
     /* An empty block does not bring the size update owed either. */
     return d->update_required ? HPACK_ERROR : HPACK_OK;

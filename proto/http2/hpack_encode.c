@@ -12,6 +12,8 @@
 
 void hpack_encoder_init(struct hpack_encoder *e, uint32_t limit)
 {
+    if (limit > HPACK_TABLE_SIZE_MAX)
+        limit = HPACK_TABLE_SIZE_MAX;
     *e = (struct hpack_encoder){.limit = limit};
     uint32_t size = limit < HPACK_TABLE_DEFAULT_SIZE ? limit : HPACK_TABLE_DEFAULT_SIZE;
     hpack_table_init(&e->table, size);
@@ -82,6 +84,29 @@ size_t hpack_encode_bound(const struct hpack_field *fields, size_t n)
     return bound;
 }
 
+/* hpack_table_find() for the field at place `i` of a block: the entry the
+ * field at that place matched last, when it matches again, else the
+ * tables searched (a search was most of a response head's encoding, a
+ * walk of the whole dynamic table for each field).  The same answer:
+ * the encoder adds a field only when no entry has its name and value,
+ * so an entry that does is the only one, static or dynamic. */
+static uint32_t find(const struct hpack_encoder *e, size_t i, const struct hpack_field *f,
+                     bool *both)
+{
+    if (i < HPACK_ENCODER_HINTS) {
+        uint32_t index = hpack_table_index_of(&e->table, e->hint[i]);
+        if (index != 0 &&
+            hpack_table_holds(&e->table, index, f->name, f->name_len, f->value, f->value_len)) {
+            assert(hpack_table_find(&e->table, f->name, f->name_len, f->value, f->value_len,
+                                    both) == index &&
+                   *both);
+            *both = true;
+            return index;
+        }
+    }
+    return hpack_table_find(&e->table, f->name, f->name_len, f->value, f->value_len, both);
+}
+
 size_t hpack_encode(struct hpack_encoder *e, const struct hpack_field *fields, const uint8_t *how,
                     size_t n, uint8_t *out)
 {
@@ -98,10 +123,11 @@ size_t hpack_encode(struct hpack_encoder *e, const struct hpack_field *fields, c
         if (f->never_indexed)
             mode = HPACK_NEVER;
         bool both;
-        uint32_t index =
-            hpack_table_find(&e->table, f->name, f->name_len, f->value, f->value_len, &both);
+        uint32_t index = find(e, i, f, &both);
         if (both && mode != HPACK_NEVER) {
             len += put_int(out + len, 7, 0x80, index);
+            if (i < HPACK_ENCODER_HINTS)
+                e->hint[i] = hpack_table_id(&e->table, index);
             continue;
         }
         /* Added before it is written: when the table cannot get memory
@@ -110,6 +136,10 @@ size_t hpack_encode(struct hpack_encoder *e, const struct hpack_field *fields, c
         if (mode == HPACK_INDEX &&
             !hpack_table_add(&e->table, f->name, f->name_len, f->value, f->value_len))
             mode = HPACK_NO_INDEX;
+        if (i < HPACK_ENCODER_HINTS) /* the new entry, if it fit the table */
+            e->hint[i] = mode == HPACK_INDEX && e->table.count > 0
+                             ? hpack_table_id(&e->table, HPACK_TABLE_STATIC + 1)
+                             : 0;
         if (mode == HPACK_INDEX)
             len += put_int(out + len, 6, 0x40, index);
         else

@@ -97,6 +97,7 @@ static const struct {
 
 void hpack_table_init(struct hpack_table *t, uint32_t max_size)
 {
+    assert(max_size <= HPACK_TABLE_SIZE_MAX);
     *t = (struct hpack_table){.max_size = max_size};
 }
 
@@ -111,6 +112,32 @@ static struct hpack_entry *entry_at(const struct hpack_table *t, uint32_t i)
     /* i = 0 the newest */
     assert(i < t->count);
     return &t->entries[(t->first + t->count - 1 - i) % t->slots];
+}
+
+/* Up to the last 8 bytes of p[0, n), as a number. */
+static uint64_t tail_word(const uint8_t *p, size_t n)
+{
+    uint64_t v = 0;
+    if (n >= 8) {
+        memcpy(&v, p + n - 8, sizeof(v));
+        return v;
+    }
+    for (size_t i = 0; i < n; i++)
+        v = v << 8 | p[i];
+    return v;
+}
+
+/* A byte of a field's name and value, kept with its entry: from their
+ * lengths and last bytes, where the values of one name usually differ
+ * (a date's seconds), not from all their bytes.  A field is compared
+ * with the entries of its byte alone, for its value: the date of each
+ * past second is in the table, and a new date (a field the encoder does
+ * not find by its hint) need not be compared with them all. */
+static unsigned hash(const uint8_t *name, size_t name_len, const uint8_t *value, size_t value_len)
+{
+    uint64_t h = ((uint64_t)name_len << 32 | value_len) ^ tail_word(value, value_len);
+    h = (h ^ tail_word(name, name_len) * 0x9e3779b97f4a7c15u) * 0xff51afd7ed558ccdu;
+    return (unsigned)(h >> 56);
 }
 
 static void evict_oldest(struct hpack_table *t)
@@ -142,7 +169,8 @@ static bool reblock(struct hpack_table *t, uint32_t cap, uint32_t slots)
         uint32_t n = e->name_len + e->value_len;
         assert(i < slots && tail + n <= cap);
         memcpy(buf + tail, t->buf + e->off, n);
-        entries[i] = (struct hpack_entry){tail, e->name_len, e->value_len};
+        entries[i] = *e;
+        entries[i].off = tail;
         tail += n;
     }
     free(t->entries);
@@ -158,6 +186,7 @@ static bool reblock(struct hpack_table *t, uint32_t cap, uint32_t slots)
 
 bool hpack_table_resize(struct hpack_table *t, uint32_t max_size)
 {
+    assert(max_size <= HPACK_TABLE_SIZE_MAX);
     while (t->size > max_size)
         evict_oldest(t);
     t->max_size = max_size;
@@ -221,9 +250,10 @@ bool hpack_table_add(struct hpack_table *t, const uint8_t *name, size_t name_len
     memcpy(t->buf + off, name, name_len);
     memcpy(t->buf + off + name_len, value, value_len);
     t->tail += n;
-    t->entries[(t->first + t->count) % t->slots] =
-        (struct hpack_entry){off, (uint32_t)name_len, (uint32_t)value_len};
+    t->entries[(t->first + t->count) % t->slots] = (struct hpack_entry){
+        off, (uint32_t)name_len, hash(name, name_len, value, value_len), (uint32_t)value_len, 0};
     t->count++;
+    t->added++;
     t->size += n + ENTRY_OVERHEAD;
     return true;
 }
@@ -249,14 +279,40 @@ bool hpack_table_get(const struct hpack_table *t, uint64_t index, struct hpack_f
     return true;
 }
 
-/* n bytes alike.  The first and the last byte rule out most names and
- * values of the same length before a call to memcmp(): every field of
- * every response the encoder sends is compared with the static entries
- * of its name's length (eleven of seven bytes, ":method" to ":status")
- * and with the whole dynamic table. */
+/* The 8 (or 4) bytes at p, unaligned. */
+static uint64_t load8(const uint8_t *p)
+{
+    uint64_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+static uint32_t load4(const uint8_t *p)
+{
+    uint32_t v;
+    memcpy(&v, p, sizeof(v));
+    return v;
+}
+
+/* n bytes alike.  The first and the last eight bytes (or four, or the
+ * few there are) are compared as words before a call to memcmp(), for
+ * the middle of a string longer than 16: a name or value of the same
+ * length as another usually differs in one of its ends (a date in its
+ * seconds, the last bytes), and every field the encoder does not find
+ * by its hint is compared with the static entries of its name's length
+ * (eleven of seven bytes, ":method" to ":status") and with the whole
+ * dynamic table, where a date of each past second may be. */
 static bool equal(const uint8_t *a, const uint8_t *b, size_t n)
 {
-    return n == 0 || (a[0] == b[0] && a[n - 1] == b[n - 1] && memcmp(a, b, n) == 0);
+    if (n >= 8) {
+        if (load8(a) != load8(b) || load8(a + n - 8) != load8(b + n - 8))
+            return false;
+        return n <= 16 || memcmp(a + 8, b + 8, n - 16) == 0;
+    }
+    if (n >= 4)
+        return load4(a) == load4(b) && load4(a + n - 4) == load4(b + n - 4);
+    /* 0 to 3 bytes: the first, the second and the last are all of them */
+    return n == 0 || (a[0] == b[0] && a[n - 1] == b[n - 1] && a[n / 2] == b[n / 2]);
 }
 
 static bool same(const uint8_t *a, size_t alen, const uint8_t *b, size_t blen)
@@ -300,15 +356,20 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
                 by_name = i + 1;
         }
     }
+    /* Past the static table, only the entries of the field's hash can
+     * have its value, and they are all that is compared once a static
+     * entry has its name. */
+    unsigned h = hash(name, name_len, value, value_len);
     /* The ring walked back from the newest entry (entry_at()'s order),
      * without a division an entry. */
     uint32_t at = t->count > 0 ? (t->first + t->count - 1) % t->slots : 0;
     for (uint32_t i = 0; i < t->count; i++, at = at == 0 ? t->slots - 1 : at - 1) {
         const struct hpack_entry *e = &t->entries[at];
         assert(e == entry_at(t, i));
-        if (!same(name, name_len, t->buf + e->off, e->name_len))
+        bool hashed = e->hash == h;
+        if ((!hashed && by_name != 0) || !same(name, name_len, t->buf + e->off, e->name_len))
             continue;
-        if (same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {
+        if (hashed && same(value, value_len, t->buf + e->off + e->name_len, e->value_len)) {
             *both = true;
             return HPACK_TABLE_STATIC + 1 + i;
         }
@@ -316,4 +377,56 @@ uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size
             by_name = HPACK_TABLE_STATIC + 1 + i;
     }
     return by_name;
+}
+
+/* A dynamic entry's id: its number (hpack_table's `added`) in the low 31
+ * bits, with the top bit, so that no id is a static index. */
+#define ID_DYNAMIC 0x80000000u
+#define ID_NUMBER  0x7fffffffu
+
+uint32_t hpack_table_id(const struct hpack_table *t, uint32_t index)
+{
+    assert(index > 0 && index <= HPACK_TABLE_STATIC + t->count);
+    if (index <= HPACK_TABLE_STATIC)
+        return index;
+    /* index 62 is the newest, number added - 1 */
+    return ID_DYNAMIC | ((t->added - (index - HPACK_TABLE_STATIC)) & ID_NUMBER);
+}
+
+uint32_t hpack_table_index_of(const struct hpack_table *t, uint32_t id)
+{
+    if ((id & ID_DYNAMIC) == 0)
+        return id; /* a static index, or 0 */
+    /* The newest `count` numbers are in the table, the newest at 62;
+     * modulo 2^31, as the ids hold their numbers. */
+    uint32_t back = (t->added - id) & ID_NUMBER;
+    return back >= 1 && back <= t->count ? HPACK_TABLE_STATIC + back : 0;
+}
+
+bool hpack_table_holds(const struct hpack_table *t, uint32_t index, const uint8_t *name,
+                       size_t name_len, const uint8_t *value, size_t value_len)
+{
+    struct hpack_field f;
+    if (!hpack_table_get(t, index, &f)) {
+        assert(!"an entry's index");
+        return false;
+    }
+    return same(name, name_len, f.name, f.name_len) && same(value, value_len, f.value, f.value_len);
+}
+
+void hpack_table_mark(struct hpack_table *t, uint32_t index)
+{
+    assert(index > 0 && index <= HPACK_TABLE_STATIC + t->count);
+    if (index <= HPACK_TABLE_STATIC)
+        t->static_marks |= (uint64_t)1 << (index - 1);
+    else
+        entry_at(t, index - HPACK_TABLE_STATIC - 1)->marked = 1;
+}
+
+bool hpack_table_marked(const struct hpack_table *t, uint32_t index)
+{
+    assert(index > 0 && index <= HPACK_TABLE_STATIC + t->count);
+    if (index <= HPACK_TABLE_STATIC)
+        return (t->static_marks >> (index - 1) & 1) != 0;
+    return entry_at(t, index - HPACK_TABLE_STATIC - 1)->marked;
 }

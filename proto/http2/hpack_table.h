@@ -14,13 +14,18 @@
 /* The table size that SETTINGS_HEADER_TABLE_SIZE starts at (RFC 9113 6.5.2). */
 #define HPACK_TABLE_DEFAULT_SIZE 4096
 
-/* An empty table whose maximum size is `max_size`; it holds no memory. */
+/* The largest maximum size: an entry's lengths fit 24 bits. */
+#define HPACK_TABLE_SIZE_MAX 0xffffffu
+
+/* An empty table whose maximum size is `max_size` (at most
+ * HPACK_TABLE_SIZE_MAX); it holds no memory. */
 void hpack_table_init(struct hpack_table *t, uint32_t max_size);
 void hpack_table_free(struct hpack_table *t);
 
-/* Sets the maximum size: entries are evicted to fit, and the block is
- * shrunk (or freed when the table is empty).  False when a smaller block
- * could not be made: the table is still correct, in the larger one. */
+/* Sets the maximum size (at most HPACK_TABLE_SIZE_MAX): entries are
+ * evicted to fit, and the block is shrunk (or freed when the table is
+ * empty).  False when a smaller block could not be made: the table is
+ * still correct, in the larger one. */
 bool hpack_table_resize(struct hpack_table *t, uint32_t max_size);
 
 /* Adds an entry (4.4): evicts the oldest ones to make room; one larger
@@ -38,5 +43,26 @@ bool hpack_table_get(const struct hpack_table *t, uint64_t index, struct hpack_f
  * that, with this name (*both clear); 0 when neither is in a table. */
 uint32_t hpack_table_find(const struct hpack_table *t, const uint8_t *name, size_t name_len,
                           const uint8_t *value, size_t value_len, bool *both);
+
+/* An entry's id, which stays its own while it is in the table (its index
+ * changes as entries are added): for `index`, an entry's index now, not
+ * 0.  Ids are reused after 2^31 entries: an id names an entry to try, the
+ * caller compares its name and value. */
+uint32_t hpack_table_id(const struct hpack_table *t, uint32_t index);
+
+/* The index now of the entry with this id, or 0 when it was evicted (or
+ * the id is 0). */
+uint32_t hpack_table_index_of(const struct hpack_table *t, uint32_t id);
+
+/* Whether the entry at `index` (an entry's, not 0) has this name and
+ * value. */
+bool hpack_table_holds(const struct hpack_table *t, uint32_t index, const uint8_t *name,
+                       size_t name_len, const uint8_t *value, size_t value_len);
+
+/* A mark on the entry at `index` (an entry's, not 0), which stays with
+ * it until it is evicted (a static entry's until the table is emptied);
+ * what it means is the caller's. */
+void hpack_table_mark(struct hpack_table *t, uint32_t index);
+bool hpack_table_marked(const struct hpack_table *t, uint32_t index);
 
 #endif

@@ -22,10 +22,11 @@
 
 /* ------------------------------------------------------------- buffers */
 
-int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
+/* Room for `len` more bytes at the end of `b`, grown: where they go (the
+ * caller adds them to b->len), or NULL without memory. */
+static char *buf_room(struct h2_buf *b, size_t len)
 {
-    if (len == 0)
-        return 0;
+    assert(len > 0); /* else an empty buffer has no room to point at */
     if (b->off + b->len + len > b->cap) {
         if (b->off > 0) {
             memmove(b->data, b->data + b->off, b->len);
@@ -38,13 +39,23 @@ int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
                 cap = 512;
             char *grown = small_mem_realloc(b->data, cap, NULL);
             if (grown == NULL)
-                return -ENOMEM;
+                return NULL;
             b->data = grown;
             b->cap = cap;
         }
     }
     assert(b->data != NULL && b->off + b->len + len <= b->cap);
-    memcpy(b->data + b->off + b->len, data, len);
+    return b->data + b->off + b->len;
+}
+
+int http2_stream_buf_append(struct h2_buf *b, const void *data, size_t len)
+{
+    if (len == 0)
+        return 0;
+    char *to = buf_room(b, len);
+    if (to == NULL)
+        return -ENOMEM;
+    memcpy(to, data, len);
     b->len += len;
     return 0;
 }
@@ -144,10 +155,16 @@ int http2_stream_header(struct h2_stream *st, const uint8_t *name, size_t namele
         st->fields = grown;
         st->field_cap = cap;
     }
+    /* Name and value in one go: a field's room made once (a name is not
+     * empty, h2_message.c saw to that). */
     size_t at = st->head.len;
-    if (http2_stream_buf_append(&st->head, name, namelen) != 0 ||
-        http2_stream_buf_append(&st->head, value, valuelen) != 0)
+    char *to = buf_room(&st->head, namelen + valuelen);
+    if (to == NULL)
         return -ENOMEM;
+    memcpy(to, name, namelen);
+    if (valuelen > 0)
+        memcpy(to + namelen, value, valuelen);
+    st->head.len += namelen + valuelen;
     st->fields[st->field_count++] = (struct http_field_ref){at, namelen, at + namelen, valuelen};
     return 0;
 }

@@ -11,6 +11,7 @@
 #include "proto/http2/h2_frame.h"
 #include "proto/http2/h2_session.h"
 #include "proto/http2/hpack.h"
+#include "proto/http2/hpack_table.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -2008,6 +2009,56 @@ START_TEST(message_discarded_blocks_keep_hpack_in_step)
 }
 END_TEST
 
+/* A field's bytes are checked once while its entry stays in the table:
+ * an entry whose bytes passed is marked (a field refused for what it
+ * means, not its bytes, too: that is checked again), one whose bytes
+ * failed or were never checked is not, and its later uses are checked
+ * and refused again. */
+START_TEST(message_checked_bytes_marked_in_the_table)
+{
+    static struct sess t;
+    s_start(&t);
+    struct h2_frames_buf b = {0};
+    /* x-ok passes; connection is refused (8.2.2); x-bad, after, is not
+     * checked; all three indexed: x-bad 62, connection 63, x-ok 64. */
+    static const char idx[] = "\x82\x86\x84\x01\x01"
+                              "a"
+                              "\x40\x04x-ok\x01"
+                              "1"
+                              "\x40\x0a"
+                              "connection\x05"
+                              "close"
+                              "\x40\x05x-bad\x03"
+                              "a\x01"
+                              "b";
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 1, idx,
+                    sizeof(idx) - 1);
+    static const char bad[] = "\x82\x86\x84\x01\x01"
+                              "a"
+                              "\xbe";
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 3, bad,
+                    sizeof(bad) - 1);
+    static const char conn[] = "\x82\x86\x84\x01\x01"
+                               "a"
+                               "\xbf";
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 5, conn,
+                    sizeof(conn) - 1);
+    static const char ok[] = "\x82\x86\x84\x01\x01"
+                             "a"
+                             "\xc0";
+    h2_frames_frame(&b, H2_HEADERS, H2_FLAG_END_HEADERS | H2_FLAG_END_STREAM, 7, ok,
+                    sizeof(ok) - 1);
+    s_feed(&t, &b, 1);
+    ck_assert_int_eq(t.s.error, H2_NO_ERROR);
+    ck_assert_str_eq(t.log, "reset 1 1\nreset 3 1\nreset 5 1\nheaders 7 request GET x-ok=1 end\n");
+    ck_assert(hpack_table_marked(&t.s.hpack.table, 64));  /* x-ok */
+    ck_assert(hpack_table_marked(&t.s.hpack.table, 63));  /* connection */
+    ck_assert(!hpack_table_marked(&t.s.hpack.table, 62)); /* x-bad */
+    free(b.p);
+    s_end(&t);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("proto/h2_frame");
@@ -2051,6 +2102,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, message_trailers);
     tcase_add_test(tc, message_header_list_limit);
     tcase_add_test(tc, message_discarded_blocks_keep_hpack_in_step);
+    tcase_add_test(tc, message_checked_bytes_marked_in_the_table);
     suite_add_tcase(suite, tc);
     return suite;
 }

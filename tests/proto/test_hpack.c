@@ -316,6 +316,205 @@ START_TEST(static_table_lookup)
 }
 END_TEST
 
+/* An entry's id finds it as later entries push its index up, and finds
+ * nothing once it is evicted; a static index is its own id. */
+START_TEST(table_ids_follow_entries)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 100); /* two entries of 4 + 4 bytes, not three */
+    ck_assert_uint_eq(hpack_table_id(&t, 5), 5);
+    ck_assert_uint_eq(hpack_table_index_of(&t, 5), 5);
+    ck_assert_uint_eq(hpack_table_index_of(&t, 0), 0);
+    ck_assert(hpack_table_add(&t, (const uint8_t *)"x-aa", 4, (const uint8_t *)"1111", 4));
+    uint32_t a = hpack_table_id(&t, 62);
+    ck_assert_uint_eq(hpack_table_index_of(&t, a), 62);
+    ck_assert(hpack_table_holds(&t, 62, (const uint8_t *)"x-aa", 4, (const uint8_t *)"1111", 4));
+    ck_assert(!hpack_table_holds(&t, 62, (const uint8_t *)"x-aa", 4, (const uint8_t *)"1112", 4));
+    ck_assert(!hpack_table_holds(&t, 62, (const uint8_t *)"x-ab", 4, (const uint8_t *)"1111", 4));
+    ck_assert(hpack_table_add(&t, (const uint8_t *)"x-bb", 4, (const uint8_t *)"2222", 4));
+    uint32_t b = hpack_table_id(&t, 62);
+    ck_assert_uint_ne(a, b);
+    ck_assert_uint_eq(hpack_table_index_of(&t, a), 63);
+    ck_assert_uint_eq(hpack_table_index_of(&t, b), 62);
+    ck_assert_uint_eq(hpack_table_id(&t, 63), a);
+    ck_assert(hpack_table_add(&t, (const uint8_t *)"x-cc", 4, (const uint8_t *)"3333", 4));
+    ck_assert_uint_eq(t.count, 2);
+    ck_assert_uint_eq(hpack_table_index_of(&t, a), 0); /* evicted */
+    ck_assert_uint_eq(hpack_table_index_of(&t, b), 63);
+    ck_assert(hpack_table_holds(&t, 63, (const uint8_t *)"x-bb", 4, (const uint8_t *)"2222", 4));
+    ck_assert(hpack_table_holds(&t, 1, (const uint8_t *)":authority", 10, NULL, 0));
+    hpack_table_free(&t);
+}
+END_TEST
+
+/* A block's fields found by the encoder's hints (the same fields at the
+ * same places as the block before) come out as the search finds them;
+ * hints gone stale (other fields at those places, entries evicted, a
+ * value changed) fall back to the search. */
+START_TEST(encoder_hints_same_answers)
+{
+    struct hpack_encoder e;
+    hpack_encoder_init(&e, 4096);
+    hpack_encoder_set_peer_size(&e, 150); /* three entries of ~40 bytes */
+    nghttp2_hd_inflater *inf;
+    ck_assert_int_eq(nghttp2_hd_inflate_new(&inf), 0);
+    static const struct {
+        const char *lines;
+        const char *hex; /* the block, "" when not checked */
+    } blocks[] = {
+        {":status: 200\nserver: corral\ndate: d1\n", ""},
+        /* server 63, date 62 */
+        {":status: 200\nserver: corral\ndate: d1\n", "88bfbe"},
+        /* other places: the search finds them */
+        {"date: d1\n:status: 200\nserver: corral\n", "be88bf"},
+        /* date's new value: a literal naming entry 62, added (64: server) */
+        {":status: 200\nserver: corral\ndate: d2\n", ""},
+        {":status: 200\nserver: corral\ndate: d2\n", "88c0be"},
+        /* x-a and x-b evict server and the first date */
+        {"x-a: 0123456789\nx-b: 0123456789\n", ""},
+        {":status: 200\nserver: corral\ndate: d2\n", ""},
+        {":status: 200\nserver: corral\ndate: d2\n", "88bfbe"},
+    };
+    for (size_t b = 0; b < sizeof(blocks) / sizeof(blocks[0]); b++) {
+        char text[256];
+        snprintf(text, sizeof(text), "%s", blocks[b].lines);
+        struct hpack_field f[8];
+        uint8_t how[8];
+        size_t n = fields_of(text, f, 8);
+        memset(how, HPACK_INDEX, sizeof(how));
+        uint8_t out[256], want[256];
+        size_t len = hpack_encode(&e, f, how, n, out);
+        if (blocks[b].hex[0] != '\0') {
+            size_t wlen = unhex(blocks[b].hex, want, sizeof(want));
+            ck_assert_uint_eq(len, wlen);
+            ck_assert_mem_eq(out, want, len);
+        }
+        nghttp2_decodes(inf, out, len, blocks[b].lines);
+    }
+    nghttp2_hd_inflate_del(inf);
+    hpack_encoder_free(&e);
+}
+END_TEST
+
+/* Names and values are told apart by any byte, at every length (the
+ * comparison takes words from both ends and memcmp()s the middle). */
+START_TEST(table_compares_every_byte)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 4096);
+    uint8_t v[40], w[40];
+    for (size_t n = 0; n <= sizeof(v); n++) {
+        for (size_t i = 0; i < n; i++)
+            v[i] = (uint8_t)('a' + i % 26);
+        ck_assert(hpack_table_add(&t, (const uint8_t *)"x-v", 3, v, n));
+        ck_assert(hpack_table_holds(&t, 62, (const uint8_t *)"x-v", 3, v, n));
+        for (size_t i = 0; i < n; i++) {
+            memcpy(w, v, n);
+            w[i] ^= 0x20;
+            ck_assert_msg(!hpack_table_holds(&t, 62, (const uint8_t *)"x-v", 3, w, n), "%zu %zu", n,
+                          i);
+        }
+    }
+    hpack_table_free(&t);
+}
+END_TEST
+
+/* hpack_table_find() answers as a walk over every index does, whatever
+ * the table held and evicted: random names and values of a few bytes,
+ * many alike, added to a small table and looked for. */
+START_TEST(table_find_as_a_walk)
+{
+    struct hpack_table t;
+    hpack_table_init(&t, 300);
+    static const char *const names[] = {"date", "server", "x-a", "x-bb", "content-type"};
+    uint32_t seed = 11;
+    for (int round = 0; round < 20000; round++) {
+        seed = seed * 1103515245u + 12345u;
+        const char *name = names[(seed >> 16) % 5];
+        char value[16];
+        int vlen = snprintf(value, sizeof(value), "%u%s", (seed >> 8) % 23,
+                            (seed >> 20) % 2 ? "-long-enough" : "");
+        size_t nlen = strlen(name);
+        uint32_t want = 0;
+        bool want_both = false;
+        for (uint32_t i = 1; i <= HPACK_TABLE_STATIC + t.count && !want_both; i++) {
+            struct hpack_field f;
+            ck_assert(hpack_table_get(&t, i, &f));
+            if (f.name_len != nlen || memcmp(f.name, name, nlen) != 0)
+                continue;
+            if (f.value_len == (size_t)vlen && memcmp(f.value, value, f.value_len) == 0) {
+                want = i;
+                want_both = true;
+            } else if (want == 0) {
+                want = i;
+            }
+        }
+        bool both;
+        ck_assert_uint_eq(hpack_table_find(&t, (const uint8_t *)name, nlen, (const uint8_t *)value,
+                                           (size_t)vlen, &both),
+                          want);
+        ck_assert(both == want_both);
+        if (!both)
+            ck_assert(hpack_table_add(&t, (const uint8_t *)name, nlen, (const uint8_t *)value,
+                                      (size_t)vlen));
+        if (round % 5000 == 4999) /* emptied, then as before */
+            ck_assert(hpack_table_resize(&t, round % 10000 == 9999 ? 0 : 300));
+    }
+    hpack_table_free(&t);
+}
+END_TEST
+
+/* The decoder's marks: a field's entry marked from the callback says so
+ * for the fields decoded from it whole later, static or dynamic, and for
+ * a literal with incremental indexing the entry it makes; a literal is
+ * never marked, and an evicted entry's mark goes with it. */
+struct marks {
+    struct hpack_decoder *d;
+    char seen[64]; /* per field: 'm' marked, '-' not */
+    size_t n;
+};
+
+static int mark_all(void *arg, const struct hpack_field *f)
+{
+    (void)f;
+    struct marks *m = arg;
+    ck_assert_uint_lt(m->n, sizeof(m->seen) - 1);
+    m->seen[m->n++] = hpack_decoder_marked(m->d) ? 'm' : '-';
+    hpack_decoder_mark(m->d);
+    return 0;
+}
+
+static const char *decode_marks(struct hpack_decoder *d, const char *hex)
+{
+    static struct marks m;
+    uint8_t block[128];
+    size_t n = unhex(hex, block, sizeof(block));
+    m = (struct marks){.d = d};
+    ck_assert_int_eq(hpack_decode(d, block, n, UINT64_MAX, scratch, sizeof(scratch), mark_all, &m),
+                     HPACK_OK);
+    return m.seen;
+}
+
+START_TEST(decoder_marks_entries)
+{
+    struct hpack_decoder d;
+    hpack_decoder_init(&d, 80); /* one entry of 4 + 4 bytes, not two */
+    /* :method GET (2); x-aa: 1111 indexed; x-bb: 2222 not indexed */
+    ck_assert_str_eq(decode_marks(&d, "82"
+                                      "4004782d61610431313131"
+                                      "0004782d62620432323232"),
+                     "---");
+    /* 2 and 62 again; 3, :method POST, new */
+    ck_assert_str_eq(decode_marks(&d, "82be83"), "mm-");
+    ck_assert_str_eq(decode_marks(&d, "be8283"), "mmm");
+    /* a literal naming 62, not indexed, is not marked: its value is new */
+    ck_assert_str_eq(decode_marks(&d, "0f2f0431313131be"), "-m");
+    /* x-cc evicts x-aa: the new 62 is x-cc's, marked as it was added */
+    ck_assert_str_eq(decode_marks(&d, "4004782d63630433333333be"), "-m");
+    hpack_decoder_free(&d);
+}
+END_TEST
+
 START_TEST(encoder_makes_c4)
 {
     encodes(c4, req_lists, 4096, "");
@@ -731,6 +930,11 @@ Suite *test_suite(void)
     tcase_add_test(tc, c5_responses);
     tcase_add_test(tc, c6_responses_huffman);
     tcase_add_test(tc, static_table_lookup);
+    tcase_add_test(tc, table_ids_follow_entries);
+    tcase_add_test(tc, encoder_hints_same_answers);
+    tcase_add_test(tc, decoder_marks_entries);
+    tcase_add_test(tc, table_compares_every_byte);
+    tcase_add_test(tc, table_find_as_a_walk);
     tcase_add_test(tc, encoder_makes_c4);
     tcase_add_test(tc, encoder_makes_c6);
     tcase_add_test(tc, encoder_literals_and_never_indexed);
