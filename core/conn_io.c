@@ -444,7 +444,9 @@ static ssize_t conn_write_direct(corral_conn *conn, const struct iovec *iov, int
     return n - (ssize_t)queued;
 }
 
-void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+/* Inline in both entry points: corral_conn_write(), the most frequent,
+ * gets a copy for one buffer, its loops unrolled and no second call. */
+static inline void conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
 {
     assert(corral__loop_owned(conn->loop));
     assert(!conn->splicing_to); /* would overtake the spliced bytes */
@@ -497,10 +499,15 @@ void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
     conn_schedule_flush(conn);
 }
 
+void corral_conn_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+{
+    conn_writev(conn, iov, iovcnt);
+}
+
 void corral_conn_write(corral_conn *conn, const void *data, size_t len)
 {
     struct iovec iov = {.iov_base = (void *)data, .iov_len = len};
-    corral_conn_writev(conn, &iov, 1);
+    conn_writev(conn, &iov, 1);
 }
 
 size_t corral_conn_pending_output(const corral_conn *conn)

@@ -6,8 +6,10 @@
 
 #include <errno.h>
 
-/* When the read, write or linger timeout would end the connection. */
-static uint64_t conn_timeout_deadline(const corral_conn *conn)
+/* When the read, write or linger timeout would end the connection.
+ * Inline: corral__conn_update_timer() runs it several times per request,
+ * and the call's saving and restoring of registers was a third of it. */
+static inline uint64_t conn_timeout_deadline(const corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_LINGERING)
         return conn->linger_deadline;
@@ -77,10 +79,15 @@ void corral__conn_on_timer(corral_timer *timer, void *arg)
 
 void corral_conn_set_timeouts(corral_conn *conn, uint32_t read_ms, uint32_t write_ms)
 {
+    /* Protocols set their timeouts again at every step of every request,
+     * mostly to what they were.  The same timeouts again can only move
+     * the read deadline later: the timer, armed at or before the earlier
+     * one, stays (see corral__conn_update_timer()). */
+    bool same = conn->read_timeout_ms == read_ms && conn->write_timeout_ms == write_ms;
     conn->read_timeout_ms = read_ms;
     conn->write_timeout_ms = write_ms;
     conn->last_read = conn->loop->now;
-    if (conn->state != CORRAL__CONN_CLOSED)
+    if (!same && conn->state != CORRAL__CONN_CLOSED)
         corral__conn_update_timer(conn);
 }
 
