@@ -20,7 +20,7 @@
 
 /* ------------------------------------------------------------- request heads */
 
-void http1_client_head_add(struct h1_head_buf *b, const char *data, size_t len)
+void http1_client_head_add_grow(struct h1_head_buf *b, const char *data, size_t len)
 {
     if (b->failed || len == 0) /* data may be NULL then */
         return;
@@ -57,11 +57,6 @@ void http1_client_head_free(struct h1_head_buf *b)
     if (b->data != b->small)
         free(b->data);
     *b = (struct h1_head_buf){0};
-}
-
-void http1_client_head_add_str(struct h1_head_buf *b, const char *s)
-{
-    http1_client_head_add(b, s, strlen(s));
 }
 
 void http1_client_head_add_header(struct h1_head_buf *b, struct http_str name,
