@@ -294,6 +294,41 @@ bool http_head_lines_valid(const char *head, size_t len)
     return lfs == crs;
 }
 
+size_t http_head_length_valid(const char *data, size_t len, bool *valid)
+{
+    /* The pass for the length checks that no LF starts a fold, the pass
+     * over the CRs that each starts a CRLF: with as many CRs as LFs, no LF
+     * is a bare one either. */
+    const char *p = data, *end = data + len;
+    size_t lfs = 0, head = 0;
+    bool crlfs = true;
+    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
+        lfs++;
+        p++;
+        if (p < end && *p == '\n') { /* the head ends in a bare LF */
+            *valid = false;
+            return (size_t)(p + 1 - data);
+        }
+        if (p + 1 < end && p[0] == '\r' && p[1] == '\n') {
+            lfs++;
+            head = (size_t)(p + 2 - data);
+            break;
+        }
+        /* Not the head's last line: what follows is in the head. */
+        crlfs &= p == end || (*p != ' ' && *p != '\t');
+    }
+    if (head == 0)
+        return 0;
+    size_t crs = 0;
+    end = data + head;
+    for (p = data; (p = memchr(p, '\r', (size_t)(end - p))) != NULL; p++) {
+        crs++;
+        crlfs &= p + 1 < end && p[1] == '\n';
+    }
+    *valid = crlfs && crs == lfs;
+    return head;
+}
+
 void http_chunk_iov(char size_line[HTTP_CHUNK_SIZE_LINE], const char *data, size_t len,
                     struct iovec iov[3])
 {

@@ -61,6 +61,10 @@ void http_str_extend(struct http_str *str, const char *at, size_t len);
 size_t http_head_length(const char *data, size_t len);
 /* False for bare CR, bare LF or obs-fold anywhere in a head. */
 bool http_head_lines_valid(const char *head, size_t len);
+/* Both at once, in two passes over the head rather than three: the head's
+ * length as http_head_length() gives it (0 while incomplete), and, when
+ * it is complete, *valid as http_head_lines_valid() says of it. */
+size_t http_head_length_valid(const char *data, size_t len, bool *valid);
 
 /* Inline, so that the length of a literal is known when compiling: the
  * header rewriting compares every header name with several. */

@@ -20,7 +20,7 @@
 
 /* ------------------------------------------------------------- request heads */
 
-void http1_client_head_add(struct h1_head_buf *b, const char *data, size_t len)
+void http1_client_head_add_grow(struct h1_head_buf *b, const char *data, size_t len)
 {
     if (b->failed || len == 0) /* data may be NULL then */
         return;
@@ -57,11 +57,6 @@ void http1_client_head_free(struct h1_head_buf *b)
     if (b->data != b->small)
         free(b->data);
     *b = (struct h1_head_buf){0};
-}
-
-void http1_client_head_add_str(struct h1_head_buf *b, const char *s)
-{
-    http1_client_head_add(b, s, strlen(s));
 }
 
 void http1_client_head_add_header(struct h1_head_buf *b, struct http_str name,
@@ -327,6 +322,12 @@ static int check_on_message_complete(llhttp_t *parser)
  * the struct) that calls nothing back. */
 static bool rest_parses(const struct http1_client *c, const char *data, size_t len)
 {
+    /* Only chunked framing can be malformed: the rest of a body with a
+     * length, or of one that ends with the connection, is body bytes up to
+     * its end, where the copy would pause.  Most responses are such, and
+     * went through llhttp twice. */
+    if (!(c->parser.flags & F_CHUNKED))
+        return true;
     static const llhttp_settings_t check_settings = {
         .on_message_complete = check_on_message_complete,
     };
@@ -338,7 +339,7 @@ static bool rest_parses(const struct http1_client *c, const char *data, size_t l
 
 /* RFC 9112 4: "HTTP/1.x 3DIGIT reason": a version this proxy speaks, a code
  * a client can act on (100-599: llhttp takes any), and a reason of visible
- * characters, spaces and tabs.  `head` passed http_head_lines_valid(), so
+ * characters, spaces and tabs.  `head` passed http_head_length_valid(), so
  * its first CR ends the status line. */
 static bool status_line_valid(const char *head, size_t len)
 {
@@ -494,7 +495,8 @@ static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
     size_t used = 0;
     llhttp_errno_t err = HPE_OK;
     while (!c->head_done && err == HPE_OK) {
-        size_t head = http_head_length(data + used, len - used);
+        bool valid = false;
+        size_t head = http_head_length_valid(data + used, len - used, &valid);
         if (head == 0) {
             if (len - used > limit) {
                 h1c_fail(c, PROXY_ERROR_INVALID);
@@ -502,8 +504,7 @@ static size_t h1c_on_data(corral_conn *conn, const char *data, size_t len)
             }
             return used; /* wait for the whole head */
         }
-        if (head > limit || !http_head_lines_valid(data + used, head) ||
-            !status_line_valid(data + used, head)) {
+        if (head > limit || !valid || !status_line_valid(data + used, head)) {
             h1c_fail(c, PROXY_ERROR_INVALID);
             return len;
         }

@@ -10,6 +10,7 @@
 #include "proto/upstream/upstream.h"
 
 #include <llhttp.h>
+#include <string.h>
 
 /* A head being written: grows as needed; `failed` once memory ran out (the
  * adds that follow do nothing).  Zeroed, it starts with no memory; see
@@ -28,8 +29,28 @@ void http1_client_head_init(struct h1_head_buf *b, char *small, size_t size);
 /* Frees what `b` allocated (not the caller's memory) and empties it. */
 void http1_client_head_free(struct h1_head_buf *b);
 
-void http1_client_head_add(struct h1_head_buf *b, const char *data, size_t len);
-void http1_client_head_add_str(struct h1_head_buf *b, const char *s);
+/* Appends `len` bytes (data may be NULL when len is 0), moving `b` to
+ * larger memory when they do not fit: http1_client_head_add() calls it
+ * only then. */
+void http1_client_head_add_grow(struct h1_head_buf *b, const char *data, size_t len);
+
+/* Inline: a request head is a dozen small appends, most of them literals
+ * whose length the compiler knows, and a call each cost more than the
+ * copy.  Only a head that outgrows its memory calls out. */
+static inline void http1_client_head_add(struct h1_head_buf *b, const char *data, size_t len)
+{
+    if (!b->failed && len > 0 && len <= b->cap - b->len) {
+        memcpy(b->data + b->len, data, len);
+        b->len += len;
+        return;
+    }
+    http1_client_head_add_grow(b, data, len);
+}
+
+static inline void http1_client_head_add_str(struct h1_head_buf *b, const char *s)
+{
+    http1_client_head_add(b, s, strlen(s));
+}
 /* "name: value\r\n" */
 void http1_client_head_add_header(struct h1_head_buf *b, struct http_str name,
                                   struct http_str value);

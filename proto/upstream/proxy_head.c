@@ -15,6 +15,69 @@
 #include <string.h>
 #include <strings.h>
 
+/* The field names the proxy treats apart, each a kind of its own where
+ * its rules differ.  Every field of every proxied head is classified once,
+ * by its length and then one comparison, rather than compared with each
+ * list of names in turn (a dozen comparisons a field). */
+enum field {
+    FIELD_OTHER,
+    FIELD_CONNECTION,
+    FIELD_TE,
+    FIELD_UPGRADE,
+    FIELD_HOP, /* the other connection-specific and framing fields */
+    FIELD_HOST,
+    FIELD_END_TO_END, /* the other fields never dropped for being listed */
+    FIELD_TRAILER,
+    FIELD_EXPECT,
+    FIELD_X_FORWARDED_FOR,
+    FIELD_X_FORWARDED_PROTO,
+    FIELD_VIA,
+    FIELD_DATE,
+    FIELD_SERVER,
+};
+
+/* The names of each kind but FIELD_OTHER, by length: at most two share
+ * one, and "x-forwarded-proto" (17) is the longest. */
+#define FIELD_NAME_MAX 17
+static const struct {
+    struct http_str name;
+    enum field field;
+} field_names[FIELD_NAME_MAX + 1][2] = {
+    [2] = {{HTTP_STR_LIT("te"), FIELD_TE}},
+    [3] = {{HTTP_STR_LIT("via"), FIELD_VIA}},
+    [4] = {{HTTP_STR_LIT("host"), FIELD_HOST}, {HTTP_STR_LIT("date"), FIELD_DATE}},
+    [6] = {{HTTP_STR_LIT("expect"), FIELD_EXPECT}, {HTTP_STR_LIT("server"), FIELD_SERVER}},
+    [7] = {{HTTP_STR_LIT("upgrade"), FIELD_UPGRADE}, {HTTP_STR_LIT("trailer"), FIELD_TRAILER}},
+    [10] = {{HTTP_STR_LIT("connection"), FIELD_CONNECTION},
+            {HTTP_STR_LIT("keep-alive"), FIELD_HOP}},
+    [12] = {{HTTP_STR_LIT("content-type"), FIELD_END_TO_END}},
+    [13] = {{HTTP_STR_LIT("cache-control"), FIELD_END_TO_END},
+            {HTTP_STR_LIT("content-range"), FIELD_END_TO_END}},
+    [14] = {{HTTP_STR_LIT("content-length"), FIELD_HOP},
+            {HTTP_STR_LIT("http2-settings"), FIELD_HOP}},
+    [15] = {{HTTP_STR_LIT("x-forwarded-for"), FIELD_X_FORWARDED_FOR}},
+    [16] = {{HTTP_STR_LIT("proxy-connection"), FIELD_HOP},
+            {HTTP_STR_LIT("content-encoding"), FIELD_END_TO_END}},
+    [17] = {{HTTP_STR_LIT("transfer-encoding"), FIELD_HOP},
+            {HTTP_STR_LIT("x-forwarded-proto"), FIELD_X_FORWARDED_PROTO}},
+};
+
+static enum field field_of(struct http_str name)
+{
+    if (name.len == 0 || name.len > FIELD_NAME_MAX)
+        return FIELD_OTHER;
+    for (size_t i = 0; i < 2; i++) {
+        struct http_str known = field_names[name.len][i].name;
+        /* The first bytes differ in more than the case bit: not this one,
+         * and no strncasecmp() call. */
+        if (known.len == name.len &&
+            ((unsigned char)(name.data[0] ^ known.data[0]) & ~0x20u) == 0 &&
+            strncasecmp(name.data, known.data, name.len) == 0)
+            return field_names[name.len][i].field;
+    }
+    return FIELD_OTHER;
+}
+
 /* RFC 9110 7.6.1: connection-specific fields never cross a proxy, nor do
  * the fields a Connection header lists.  HTTP2-Settings belongs to an
  * Upgrade to h2c, which never goes on, listed or not (RFC 7540 3.2.1).  The framing fields are
@@ -22,22 +85,19 @@
  * dropped for being listed, so that "Connection: close, Host" cannot strip the Host the upstream
  * routes on. Trailer is end to end (RFC 9110 6.6.2): a response's goes on, since the proxy passes
  * the trailer section it announces.  The head's Connection fields are from index `from` on
- * (first_connection()). */
-static bool is_hop_by_hop(struct http_str name, const struct http_header *headers, size_t count,
-                          size_t from)
+ * (first_connection()); `field` is field_of(name). */
+static bool is_hop_by_hop(struct http_str name, enum field field, const struct http_header *headers,
+                          size_t count, size_t from)
 {
-    static const struct http_str hop[] = {
-        HTTP_STR_LIT("connection"),       HTTP_STR_LIT("keep-alive"),
-        HTTP_STR_LIT("proxy-connection"), HTTP_STR_LIT("te"),
-        HTTP_STR_LIT("upgrade"),          HTTP_STR_LIT("transfer-encoding"),
-        HTTP_STR_LIT("content-length"),   HTTP_STR_LIT("http2-settings")};
-    static const struct http_str end_to_end[] = {
-        HTTP_STR_LIT("host"), HTTP_STR_LIT("cache-control"), HTTP_STR_LIT("content-type"),
-        HTTP_STR_LIT("content-encoding"), HTTP_STR_LIT("content-range")};
-    if (http_str_in_nocase(name, hop, sizeof(hop) / sizeof(hop[0])))
-        return true;
-    if (http_str_in_nocase(name, end_to_end, sizeof(end_to_end) / sizeof(end_to_end[0])))
-        return false;
+    switch (field) {
+    case FIELD_CONNECTION:
+    case FIELD_TE:
+    case FIELD_UPGRADE:
+    case FIELD_HOP: return true;
+    case FIELD_HOST:
+    case FIELD_END_TO_END: return false;
+    default: break;
+    }
     for (size_t i = from; i < count; i++) /* headers[from] is one, when there is one */
         if ((i == from || http_str_equal_nocase(headers[i].name, "connection")) &&
             http_header_lists(headers[i].value, name))
@@ -94,11 +154,10 @@ bool proxy_head_upgrade_allowed(const struct proxy_location *loc, struct http_st
     return protocols > 0;
 }
 
-static bool hidden(const struct proxy_location *loc, struct http_str name)
+/* `field` is field_of(name). */
+static bool hidden(const struct proxy_location *loc, struct http_str name, enum field field)
 {
-    static const struct http_str replaced[] = {
-        HTTP_STR_LIT("date"), HTTP_STR_LIT("server")}; /* the proxy sends its own */
-    if (http_str_in_nocase(name, replaced, sizeof(replaced) / sizeof(replaced[0])))
+    if (field == FIELD_DATE || field == FIELD_SERVER) /* the proxy sends its own */
         return true;
     for (size_t i = 0; i < loc->hide_header_count; i++)
         if (name.len == loc->hide_headers[i].len &&
@@ -133,22 +192,23 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
     http1_client_head_request_line(&b, req->method, (struct http_str){target.data, target.len});
     vars_buf_free(&target);
     bool has_host = false, te_trailers = false;
+    unsigned seen = 0; /* 1 << each field kind the request has */
     size_t connection = first_connection(req->headers, req->header_count);
     for (size_t i = 0; i < req->header_count; i++) {
         const struct http_header *h = &req->headers[i];
-        if (http_str_equal_nocase(h->name, "te") &&
-            http_header_lists(h->value, (struct http_str){"trailers", 8}))
+        enum field field = field_of(h->name);
+        seen |= 1u << field;
+        if (field == FIELD_TE && http_header_lists(h->value, (struct http_str){"trailers", 8}))
             te_trailers = true;
         /* A request's trailer section is not passed on (an HTTP/2
          * client's aside, which goes as chunked trailers without this
          * announcement), so neither is the field that announces it. */
-        if (is_hop_by_hop(h->name, req->headers, req->header_count, connection) ||
-            http_str_equal_nocase(h->name, "trailer") || http_str_equal_nocase(h->name, "expect") ||
-            http_str_equal_nocase(h->name, "x-forwarded-proto") ||
-            http_str_equal_nocase(h->name, "x-forwarded-for") ||
-            http_str_equal_nocase(h->name, "via") || set_header(loc, h->name) != NULL)
+        if (is_hop_by_hop(h->name, field, req->headers, req->header_count, connection) ||
+            field == FIELD_TRAILER || field == FIELD_EXPECT || field == FIELD_X_FORWARDED_PROTO ||
+            field == FIELD_X_FORWARDED_FOR || field == FIELD_VIA ||
+            set_header(loc, h->name) != NULL)
             continue;
-        if (http_str_equal_nocase(h->name, "host")) {
+        if (field == FIELD_HOST) {
             has_host = true;
             if (req->authority.len > 0) { /* the target's authority wins */
                 http1_client_head_add_header(&b, h->name, req->authority);
@@ -190,22 +250,26 @@ int proxy_head_build(const struct proxy_location *loc, const struct http_request
      * one appended.  Without proxy_via, the client's Via goes on as it is,
      * as nginx passes it. */
     static const struct {
-        const char *lower, *name, *own;
-    } chains[] = {{"x-forwarded-for", "X-Forwarded-For", NULL}, {"via", "Via", "1.1 corral"}};
+        struct http_str lower;
+        enum field field;
+        const char *name, *own;
+    } chains[] = {{HTTP_STR_LIT("x-forwarded-for"), FIELD_X_FORWARDED_FOR, "X-Forwarded-For", NULL},
+                  {HTTP_STR_LIT("via"), FIELD_VIA, "Via", "1.1 corral"}};
     for (size_t c = 0; c < sizeof(chains) / sizeof(chains[0]); c++) {
-        struct http_str lower = {chains[c].lower, strlen(chains[c].lower)};
-        if (set_header(loc, lower) != NULL)
+        if (set_header(loc, chains[c].lower) != NULL)
             continue;
+        /* The client's hops are looked for only when the request has some. */
+        size_t hops = seen & (1u << chains[c].field) ? req->header_count : 0;
         if (chains[c].own != NULL && !loc->conf.via) {
-            for (size_t i = 0; i < req->header_count; i++)
-                if (http_str_equal_nocase(req->headers[i].name, chains[c].lower))
+            for (size_t i = 0; i < hops; i++)
+                if (field_of(req->headers[i].name) == chains[c].field)
                     http1_client_head_add_header(&b, req->headers[i].name, req->headers[i].value);
             continue;
         }
         http1_client_head_add_str(&b, chains[c].name);
         http1_client_head_add(&b, ": ", 2);
-        for (size_t i = 0; i < req->header_count; i++) {
-            if (!http_str_equal_nocase(req->headers[i].name, chains[c].lower))
+        for (size_t i = 0; i < hops; i++) {
+            if (field_of(req->headers[i].name) != chains[c].field)
                 continue;
             struct http_str previous = http_trim(req->headers[i].value);
             http1_client_head_add(&b, previous.data, previous.len);
@@ -257,11 +321,13 @@ int proxy_head_response(const struct proxy_location *loc, const struct http1_cli
     size_t connection = first_connection(head->headers, head->header_count);
     for (size_t i = 0; i < head->header_count; i++) {
         const struct http_header *h = &head->headers[i];
-        bool tunnel_header = head->tunnel && (http_str_equal_nocase(h->name, "upgrade") ||
-                                              http_str_equal_nocase(h->name, "connection"));
+        enum field field = field_of(h->name);
+        bool tunnel_header = head->tunnel && (field == FIELD_UPGRADE || field == FIELD_CONNECTION);
+        /* hidden() first: it knows Date and Server without reading the
+         * Connection fields, which every backend's response has. */
         if (!tunnel_header &&
-            (is_hop_by_hop(h->name, head->headers, head->header_count, connection) ||
-             hidden(loc, h->name)))
+            (hidden(loc, h->name, field) ||
+             is_hop_by_hop(h->name, field, head->headers, head->header_count, connection)))
             continue;
         if (loc->redirects != NULL && may_redirect(h->name)) {
             char small[512];
