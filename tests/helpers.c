@@ -304,6 +304,38 @@ bool test_backend_stop(struct test_backend *b, int timeout_ms)
     return test_poll_until(backend_idle, b, timeout_ms);
 }
 
+static void recorder_serve(int fd, void *data)
+{
+    struct test_recorder *r = data;
+    struct timeval timeout = {.tv_sec = 5};
+    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+    char head[sizeof(r->last)];
+    (void)test_recv_head(fd, head, sizeof(head)); /* a head cut short is kept */
+    pthread_mutex_lock(&r->lock);
+    memcpy(r->last, head, strlen(head) + 1);
+    r->requests++;
+    pthread_mutex_unlock(&r->lock);
+    /* The client may be gone already: the daemon's error paths are tested. */
+    (void)!send(fd, r->answer, strlen(r->answer), MSG_NOSIGNAL);
+}
+
+void test_recorder_start(struct test_recorder *r, const char *answer)
+{
+    memset(r, 0, sizeof(*r));
+    ck_assert_uint_lt(strlen(answer), sizeof(r->answer));
+    strcpy(r->answer, answer);
+    pthread_mutex_init(&r->lock, NULL);
+    test_backend_start(&r->server, "127.0.0.1", 0, recorder_serve, r);
+}
+
+void test_recorder_stop(struct test_recorder *r)
+{
+    /* A connection's serve() waits 5 s at most: then the lock is free. */
+    ck_assert_msg(test_backend_stop(&r->server, TEST_WAIT_MS),
+                  "a backend connection outlived %d ms", TEST_WAIT_MS);
+    pthread_mutex_destroy(&r->lock);
+}
+
 bool test_recv_head(int fd, char *buf, size_t size)
 {
     size_t have = 0;

@@ -182,6 +182,20 @@ void test_backend_start(struct test_backend *b, const char *ip, int port,
  * their threads use `b` and serve()'s data. */
 bool test_backend_stop(struct test_backend *b, int timeout_ms);
 
+/* A test_backend that reads each connection's request head (5 s at most,
+ * a head cut short kept), keeps the last one and a count under `lock`,
+ * answers with `answer` as it is and closes. */
+struct test_recorder {
+    struct test_backend server;
+    pthread_mutex_t lock;
+    char last[8192];
+    unsigned requests;
+    char answer[256];
+};
+/* `answer` is a whole response, "HTTP/1.1 200 OK\r\n...". */
+void test_recorder_start(struct test_recorder *r, const char *answer);
+void test_recorder_stop(struct test_recorder *r);
+
 /* For a backend's serve(): reads a request head into `buf` (`size` bytes,
  * kept NUL-terminated) until its empty line or a full buffer; false when
  * the peer closed (or recv failed) first. */

@@ -264,57 +264,21 @@ END_TEST
 
 /* ------------------------------------------------------------- backend */
 
-/* Answers every request with 200 "ok" and closes, and keeps the head of
- * the last request it received. */
-struct backend {
-    struct test_backend server;
-    int port;
-    pthread_mutex_t lock;
-    char last[4096];
-    int requests;
-};
+/* The backend: a test_recorder answering every request with 200 "ok". */
+static const char backend_answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
+                                     "Connection: close\r\n\r\nok";
 
-/* backend_start()'s test_backend serve(). */
-static void backend_serve(int fd, void *data)
-{
-    struct backend *b = data;
-    struct timeval timeout = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
-    char head[4096];
-    (void)test_recv_head(fd, head, sizeof(head)); /* a head cut short is kept */
-    pthread_mutex_lock(&b->lock);
-    memcpy(b->last, head, strlen(head) + 1);
-    b->requests++;
-    pthread_mutex_unlock(&b->lock);
-    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n"
-                                 "Connection: close\r\n\r\nok";
-    send(fd, answer, sizeof(answer) - 1, MSG_NOSIGNAL);
-}
-
-static void backend_start(struct backend *b)
-{
-    memset(b, 0, sizeof(*b));
-    pthread_mutex_init(&b->lock, NULL);
-    test_backend_start(&b->server, "127.0.0.1", 0, backend_serve, b);
-    b->port = b->server.port;
-}
-
-static void backend_stop(struct backend *b)
-{
-    (void)test_backend_stop(&b->server, TEST_WAIT_MS);
-}
-
-static int backend_requests(struct backend *b)
+static int backend_requests(struct test_recorder *b)
 {
     pthread_mutex_lock(&b->lock);
-    int n = b->requests;
+    int n = (int)b->requests;
     pthread_mutex_unlock(&b->lock);
     return n;
 }
 
 /* The value of header `name` in the last request ("" if absent, "?" with
  * no request at all). */
-static void backend_header(struct backend *b, const char *name, char *out, size_t size)
+static void backend_header(struct test_recorder *b, const char *name, char *out, size_t size)
 {
     pthread_mutex_lock(&b->lock);
     snprintf(out, size, "%s", b->requests > 0 ? "" : "?");
@@ -423,20 +387,20 @@ static long long metric_wait(struct test_daemon *d, const char *name, long long 
 #define MALFORMED "corral_proxy_protocol_errors_total{reason=\"malformed\"}"
 #define LATE      "corral_proxy_protocol_errors_total{reason=\"timeout\"}"
 
-static void start_pp(struct test_daemon *d, const struct backend *b, const char *listen_flags,
+static void start_pp(struct test_daemon *d, const struct test_recorder *b, const char *listen_flags,
                      const char *server_extra)
 {
     start(d, "pp",
           ADMIN "server {\n    listen 127.0.0.1:0 proxy_protocol %s;\n"
                 "    client_header_timeout 3s;\n%s"
                 "    location / { proxy_pass http://127.0.0.1:%d; }\n}\n",
-          listen_flags, server_extra, b->port);
+          listen_flags, server_extra, b->server.port);
 }
 
 START_TEST(v1_and_v2_set_the_client_address)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     start_pp(&d, &b, "", "");
     char xff[256];
@@ -476,7 +440,7 @@ START_TEST(v1_and_v2_set_the_client_address)
     ck_assert_str_eq(xff, "10.1.1.1, 203.0.113.7");
     ck_assert_int_eq(metric(&d, MALFORMED), 0);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -484,8 +448,8 @@ END_TEST
  * request in one write: the header is taken exactly, whatever the reads. */
 START_TEST(header_split_across_reads)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     start_pp(&d, &b, "", "");
     char xff[256];
@@ -508,7 +472,7 @@ START_TEST(header_split_across_reads)
     close(fd);
     ck_assert_int_eq(backend_requests(&b), 3);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -516,8 +480,8 @@ END_TEST
  * closed without an answer and counted; the backend sees none of them. */
 START_TEST(bad_headers_close_and_count)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     start_pp(&d, &b, "", "");
     ck_assert_int_eq(get_v1(d.port, "", ""), 0);                       /* a bare request */
@@ -553,24 +517,24 @@ START_TEST(bad_headers_close_and_count)
     ck_assert_ptr_nonnull(strstr(log, "PROXY header from 127.0.0.1: malformed"));
     free(log);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
 /* Without proxy_protocol on the listen, a PROXY line is a bad request. */
 START_TEST(without_the_parameter_a_header_is_refused)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     start(&d, "plain",
           ADMIN "server {\n    listen 127.0.0.1:0;\n"
                 "    location / { proxy_pass http://127.0.0.1:%d; }\n}\n",
-          b.port);
+          b.server.port);
     ck_assert_int_eq(get_v1(d.port, "PROXY TCP4 203.0.113.7 192.0.2.1 51000 80\r\n", ""), 400);
     ck_assert_int_eq(backend_requests(&b), 0);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -595,8 +559,8 @@ static void h2_get_after(int port, const char *pre, size_t pre_len)
 
 START_TEST(http2_prior_knowledge_after_the_header)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     start_pp(&d, &b, "http2", "");
     char xff[256];
@@ -615,7 +579,7 @@ START_TEST(http2_prior_knowledge_after_the_header)
     /* HTTP/1.1 on the same port still works after the header. */
     ck_assert_int_eq(get_v1(d.port, "PROXY TCP4 203.0.113.8 192.0.2.1 1 80\r\n", ""), 200);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -686,8 +650,8 @@ static int tls_get_after(int port, const char *pre, size_t pre_len, const char *
  * or with none, is an HTTP/1.1 request line like any other, refused. */
 START_TEST(tls_alpn_chooses_the_protocol)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     char tls[PATH_MAX * 2 + 128];
     snprintf(tls, sizeof(tls),
@@ -712,14 +676,14 @@ START_TEST(tls_alpn_chooses_the_protocol)
     ck_assert_int_eq((unsigned char)response[3], 0x04); /* SETTINGS */
     ck_assert_int_eq((unsigned char)response[8], 0);    /* stream 0 */
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
 START_TEST(tls_after_the_header)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     char tls[PATH_MAX * 2 + 128];
     snprintf(tls, sizeof(tls),
@@ -761,7 +725,7 @@ START_TEST(tls_after_the_header)
     ck_assert_int_eq(tls_get_after(d.port, "", 0, NULL), 0);
     ck_assert_int_eq(metric_wait(&d, MALFORMED, 1), 1);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -770,7 +734,7 @@ END_TEST
 /* What the backend's X-Forwarded-For says after a GET on a new connection
  * with `pre` (a PROXY header, or "") and `extra` header lines: the
  * client's own list, then corral's $remote_addr. */
-static void xff_after(struct backend *b, int port, const char *pre, const char *path,
+static void xff_after(struct test_recorder *b, int port, const char *pre, const char *path,
                       const char *extra, char *out, size_t size)
 {
     int before = backend_requests(b);
@@ -781,8 +745,8 @@ static void xff_after(struct backend *b, int port, const char *pre, const char *
 
 START_TEST(real_ip_from_trusted_proxies_only)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     start(&d, "realip",
           ADMIN "set_real_ip_from 127.0.0.1;\nset_real_ip_from 10.0.0.0/8;\n"
@@ -797,7 +761,7 @@ START_TEST(real_ip_from_trusted_proxies_only)
                 "        proxy_set_header X-Peer $realip_remote_addr;\n"
                 "        proxy_pass http://127.0.0.1:%d; }\n"
                 "}\n",
-          b.port, b.port, b.port, b.port, b.port);
+          b.server.port, b.server.port, b.server.port, b.server.port, b.server.port);
     char xff[256];
     /* Without recursion, the last address, whoever it is. */
     xff_after(&b, d.port, "", "/", "X-Forwarded-For: 203.0.113.5, 10.0.0.2\r\n", xff, sizeof(xff));
@@ -838,7 +802,7 @@ START_TEST(real_ip_from_trusted_proxies_only)
     backend_header(&b, "X-Peer", header, sizeof(header));
     ck_assert_str_eq(header, "127.0.0.1");
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -846,8 +810,8 @@ END_TEST
  * real_ip judges, and X-Real-IP from it is taken when it is trusted. */
 START_TEST(real_ip_behind_a_proxy_protocol_balancer)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     start_pp(&d, &b, "", "    set_real_ip_from 203.0.113.0/24;\n    real_ip_header X-Real-IP;\n");
     char xff[256];
@@ -858,7 +822,7 @@ START_TEST(real_ip_behind_a_proxy_protocol_balancer)
               "X-Real-IP: 198.51.100.20\r\n", xff, sizeof(xff));
     ck_assert_str_eq(xff, "198.51.100.7");
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -886,8 +850,8 @@ END_TEST
 
 START_TEST(allow_and_deny_in_order)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     struct test_daemon d;
     char log[PATH_MAX];
     test_daemon_file(log, sizeof(log), "requests.log");
@@ -901,7 +865,7 @@ START_TEST(allow_and_deny_in_order)
                 "        proxy_pass http://127.0.0.1:9; }\n"
                 "    location /any { allow all; proxy_pass http://127.0.0.1:9; }\n"
                 "}\n",
-          log, b.port);
+          log, b.server.port);
     /* Location / has no rules: the server's apply. */
     struct {
         const char *header, *path;
@@ -938,7 +902,7 @@ START_TEST(allow_and_deny_in_order)
     ck_assert_msg(refused == 2, "%s", lines); /* HTTP/1.1 and HTTP/2 */
     ck_assert_ptr_nonnull(strstr(lines, "2001:db9::7 - - ["));
     free(lines);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 

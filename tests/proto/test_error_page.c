@@ -78,46 +78,10 @@ static int dead_port(void)
 
 /* ------------------------------------------------- a recording backend */
 
-/* Answers every request with 200 and "backend page\n", keeping the last
- * request head it read. */
-struct backend {
-    struct test_backend server;
-    int port;
-    pthread_mutex_t lock;
-    char last[2048];
-    unsigned requests;
-};
-
-/* backend_start()'s test_backend serve(). */
-static void backend_serve(int fd, void *data)
-{
-    struct backend *b = data;
-    struct timeval tv = {.tv_sec = 5};
-    setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof(tv));
-    char head[2048];
-    (void)test_recv_head(fd, head, sizeof(head)); /* a head cut short is kept */
-    pthread_mutex_lock(&b->lock);
-    memcpy(b->last, head, strlen(head) + 1);
-    b->requests++;
-    pthread_mutex_unlock(&b->lock);
-    static const char answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n"
-                                 "Connection: close\r\n\r\nbackend page\n";
-    test_send_all(fd, answer, sizeof(answer) - 1);
-}
-
-static void backend_start(struct backend *b)
-{
-    memset(b, 0, sizeof(*b));
-    pthread_mutex_init(&b->lock, NULL);
-    test_backend_start(&b->server, "127.0.0.1", 0, backend_serve, b);
-    b->port = b->server.port;
-}
-
-static void backend_stop(struct backend *b)
-{
-    (void)test_backend_stop(&b->server, TEST_WAIT_MS);
-    pthread_mutex_destroy(&b->lock);
-}
+/* The backend: a test_recorder answering every request with 200 and
+ * "backend page\n". */
+static const char backend_answer[] = "HTTP/1.1 200 OK\r\nContent-Length: 13\r\n"
+                                     "Connection: close\r\n\r\nbackend page\n";
 
 /* ---------------------------------------------------------------- cases */
 
@@ -178,8 +142,8 @@ END_TEST
 
 START_TEST(dead_backend_page_from_live_backend)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     char text[2048];
     snprintf(text, sizeof(text),
              "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
@@ -187,7 +151,7 @@ START_TEST(dead_backend_page_from_live_backend)
              "  location /dead { proxy_pass http://127.0.0.1:%d; error_page 502 /static/sorry; }\n"
              "  location /static/ { proxy_pass http://127.0.0.1:%d; }\n"
              "}\n",
-             dead_port(), b.port);
+             dead_port(), b.server.port);
     struct test_daemon d;
     start(&d, text);
     char out[4096];
@@ -206,7 +170,7 @@ START_TEST(dead_backend_page_from_live_backend)
     ck_assert_msg(strstr(b.last, "hello") == NULL, "%s", b.last);
     pthread_mutex_unlock(&b.lock);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -332,8 +296,8 @@ END_TEST
  * request reaches by its path. */
 START_TEST(named_locations)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     char text[2048];
     snprintf(text, sizeof(text),
              "workers 1;\nadmin { listen 127.0.0.2:0; }\n"
@@ -346,7 +310,7 @@ START_TEST(named_locations)
              "  location @zipped { gzip on; gzip_types text/plain;\n"
              "    return 200 \"zipped zipped zipped zipped zipped zipped\"; }\n"
              "}\n",
-             dead_port(), b.port);
+             dead_port(), b.server.port);
     struct test_daemon d;
     start(&d, text);
     char out[4096];
@@ -367,7 +331,7 @@ START_TEST(named_locations)
     ck_assert_msg(strncmp(out, "HTTP/1.1 403", 12) == 0, "%s", out);
     ck_assert_msg(strstr(out, "\r\nContent-Encoding: gzip\r\n") != NULL, "%s", out);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -491,8 +455,8 @@ static void first_line(const char *path, char *line, size_t size)
  * one upstream pass, " : " before the pass an error_page started. */
 START_TEST(access_log_lists_every_server_asked)
 {
-    struct backend b;
-    backend_start(&b);
+    struct test_recorder b;
+    test_recorder_start(&b, backend_answer);
     int dead = dead_port(), dead2 = dead_port();
     char text[4096 + PATH_MAX], log[PATH_MAX];
     test_daemon_file(log, sizeof(log), "access.log");
@@ -505,7 +469,7 @@ START_TEST(access_log_lists_every_server_asked)
              "  location /dead { proxy_pass http://two; error_page 502 /static/sorry; }\n"
              "  location /static/ { proxy_pass http://127.0.0.1:%d; }\n"
              "}\n",
-             dead, dead2, log, b.port);
+             dead, dead2, log, b.server.port);
     struct test_daemon d;
     start(&d, text);
     char out[4096];
@@ -523,9 +487,9 @@ START_TEST(access_log_lists_every_server_asked)
     addrs[len] = '\0';
     char expected[256], swapped[256];
     snprintf(expected, sizeof(expected), "502 127.0.0.1:%d, 127.0.0.1:%d : 127.0.0.1:%d", dead,
-             dead2, b.port);
+             dead2, b.server.port);
     snprintf(swapped, sizeof(swapped), "502 127.0.0.1:%d, 127.0.0.1:%d : 127.0.0.1:%d", dead2, dead,
-             b.port);
+             b.server.port);
     ck_assert_msg(strcmp(addrs, expected) == 0 || strcmp(addrs, swapped) == 0, "%s", line);
     /* Times for all three, a head from the live one only. */
     unsigned sec[4], ms[4];
@@ -534,7 +498,7 @@ START_TEST(access_log_lists_every_server_asked)
                          &ms[0], &sec[1], &ms[1], &sec[2], &ms[2], &sec[3], &ms[3], &end) == 9 &&
                       end == '\n',
                   "%s", line);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 

@@ -294,45 +294,14 @@ END_TEST
 
 /* ---------------------------------------------------- a recording backend */
 
-/* Answers every request with 200 "ok" (or `status`) and keeps the last
- * request head. */
-struct backend {
-    struct test_backend server;
-    int port;
-    pthread_mutex_t lock;
-    char head[8192];
-    unsigned status;
-};
-
-/* backend_start()'s test_backend serve(). */
-static void backend_serve(int fd, void *data)
+/* The backend: a test_recorder answering every request with `status`
+ * and "ok". */
+static void backend_start(struct test_recorder *b, unsigned status)
 {
-    struct backend *b = data;
-    char head[8192];
-    (void)test_recv_head(fd, head, sizeof(head)); /* a head cut short is kept */
-    pthread_mutex_lock(&b->lock);
-    memcpy(b->head, head, strlen(head) + 1);
-    pthread_mutex_unlock(&b->lock);
     char answer[128];
-    int n = snprintf(answer, sizeof(answer),
-                     "HTTP/1.1 %u Whatever\r\nContent-Length: 2\r\n"
-                     "Connection: close\r\n\r\nok",
-                     b->status);
-    (void)!send(fd, answer, (size_t)n, MSG_NOSIGNAL);
-}
-
-static void backend_start(struct backend *b, unsigned status)
-{
-    memset(b, 0, sizeof(*b));
-    b->status = status;
-    pthread_mutex_init(&b->lock, NULL);
-    test_backend_start(&b->server, "127.0.0.1", 0, backend_serve, b);
-    b->port = b->server.port;
-}
-
-static void backend_stop(struct backend *b)
-{
-    (void)test_backend_stop(&b->server, TEST_WAIT_MS);
+    snprintf(answer, sizeof(answer),
+             "HTTP/1.1 %u Whatever\r\nContent-Length: 2\r\nConnection: close\r\n\r\nok", status);
+    test_recorder_start(b, answer);
 }
 
 /* The value of header `name` in the head that begins `text` ("" if
@@ -358,10 +327,10 @@ static bool head_header(const char *text, const char *name, char *value, size_t 
 
 /* The value of header `name` in the backend's last request head ("" if
  * none), and whether there was one. */
-static bool backend_header(struct backend *b, const char *name, char *value, size_t size)
+static bool backend_header(struct test_recorder *b, const char *name, char *value, size_t size)
 {
     pthread_mutex_lock(&b->lock);
-    bool found = head_header(b->head, name, value, size);
+    bool found = head_header(b->last, name, value, size);
     pthread_mutex_unlock(&b->lock);
     return found;
 }
@@ -410,7 +379,7 @@ __attribute__((format(printf, 2, 3))) static void start_with(struct test_daemon 
 
 START_TEST(proxy_set_header_sends_values)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 200);
     struct test_daemon d;
     char conf[4096];
@@ -430,7 +399,7 @@ START_TEST(proxy_set_header_sends_values)
                        "    proxy_set_header X-Kind $kind_name;\n"
                        "    proxy_set_header X-Literal \"a$ b\";\n"
                        "  }\n}\n",
-             b.port);
+             b.server.port);
     /* "a$ b" is refused: start with a literal instead, after checking so. */
     test_daemon_init(&d, "corral");
     test_daemon_write_config(&d, conf);
@@ -488,7 +457,7 @@ START_TEST(proxy_set_header_sends_values)
     backend_header(&b, "X-Kind", value, sizeof(value));
     ck_assert_str_eq(value, "W");
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -546,7 +515,7 @@ END_TEST
 
 START_TEST(add_header_follows_nginx_inheritance)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 200);
     struct test_daemon d;
     start_with(&d,
@@ -562,7 +531,7 @@ START_TEST(add_header_follows_nginx_inheritance)
                "    add_header X-Method \"m=$request_method $http_x_in\";\n"
                "    proxy_pass http://127.0.0.1:%d;\n  }\n"
                "}\n",
-               b.port);
+               b.server.port);
     char response[4096], value[512];
     ck_assert_uint_eq(request(d.port,
                               "GET /inherit HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
@@ -607,7 +576,7 @@ START_TEST(add_header_follows_nginx_inheritance)
     ck_assert(head_header(response, "X-Arg", value, sizeof(value)));
     ck_assert_str_eq(value, "a=7");
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -734,7 +703,7 @@ END_TEST
 
 START_TEST(log_format_uses_the_same_variables)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 202);
     struct test_daemon d;
     char log_file[PATH_MAX];
@@ -748,7 +717,7 @@ START_TEST(log_format_uses_the_same_variables)
                "  location / {\n    proxy_pass http://127.0.0.1:%d;\n"
                "    proxy_set_header X-Id $request_id;\n  }\n"
                "}\n",
-               log_file, b.port);
+               log_file, b.server.port);
     char response[4096], id[64];
     ck_assert_uint_eq(request(d.port,
                               "GET /x?q=\"1\"&m=yes HTTP/1.1\r\nHost: h\r\nX-A: va\r\n"
@@ -761,10 +730,10 @@ START_TEST(log_format_uses_the_same_variables)
     char expected[512];
     snprintf(expected, sizeof(expected),
              "202|202|127.0.0.1:%d|va|\\x221\\x22|cv|Y|GET /x?q=\\x221\\x22&m=yes HTTP/1.1|%s\n",
-             b.port, id);
+             b.server.port, id);
     ck_assert_str_eq(log, expected);
     free(log);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -775,7 +744,7 @@ END_TEST
  * empty. */
 START_TEST(set_variables_reach_every_use)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 200);
     struct test_daemon d;
     char log_file[PATH_MAX];
@@ -792,7 +761,7 @@ START_TEST(set_variables_reach_every_use)
                "    proxy_pass http://127.0.0.1:%d;\n"
                "    proxy_set_header X-Tag $backend_tag;\n  }\n"
                "}\n",
-               log_file, b.port);
+               log_file, b.server.port);
     char response[4096], value[512];
     ck_assert_uint_eq(request(d.port, "GET /u/bob HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
                               response, sizeof(response)),
@@ -806,12 +775,12 @@ START_TEST(set_variables_reach_every_use)
                       200);
     ck_assert(backend_header(&b, "X-Tag", value, sizeof(value)));
     ck_assert_str_eq(value, "t-7");
-    ck_assert_msg(strncmp(b.head, "GET /q/z?tag=t-7&t=7 HTTP/1.1\r\n", 31) == 0, "%s", b.head);
+    ck_assert_msg(strncmp(b.last, "GET /q/z?tag=t-7&t=7 HTTP/1.1\r\n", 31) == 0, "%s", b.last);
     test_daemon_stop(&d);
     char *log = test_read_file(log_file);
     ck_assert_str_eq(log, "/u/bob|srv|<hi-bob-srv>|-\n/p/z|srv|-|t-7\n");
     free(log);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -862,7 +831,7 @@ END_TEST
  * longer than the request's: nginx's $upstream_*_time. */
 START_TEST(upstream_times_of_a_fast_backend)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 200);
     struct test_daemon d;
     char log_file[PATH_MAX];
@@ -874,7 +843,7 @@ START_TEST(upstream_times_of_a_fast_backend)
                "server {\n  listen 127.0.0.1:0;\n"
                "  location / {\n    proxy_pass http://127.0.0.1:%d;\n  }\n"
                "}\n",
-               log_file, b.port);
+               log_file, b.server.port);
     char response[4096];
     for (int i = 0; i < 3; i++)
         ck_assert_uint_eq(request(d.port, "GET / HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n",
@@ -897,7 +866,7 @@ START_TEST(upstream_times_of_a_fast_backend)
         line += used;
     }
     free(log);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -931,7 +900,7 @@ static void ask_is(int port, const char *method, const char *target, const char 
 
 START_TEST(locations_are_picked_in_nginx_order)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 200);
     struct test_daemon d;
     start_with(&d,
@@ -946,7 +915,7 @@ START_TEST(locations_are_picked_in_nginx_order)
                "  location ~ ^/api/(v[0-9])/(.*) {\n    proxy_pass http://127.0.0.1:%d;\n"
                "    proxy_set_header X-Version $1;\n    proxy_set_header X-Rest \"[$2]\";\n  }\n"
                "}\n",
-               b.port);
+               b.server.port);
     static const struct {
         const char *path, *body;
     } cases[] = {
@@ -976,7 +945,7 @@ START_TEST(locations_are_picked_in_nginx_order)
     backend_header(&b, "X-Rest", value, sizeof(value));
     ck_assert_str_eq(value, "[users/7]");
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -1028,7 +997,7 @@ END_TEST
 
 START_TEST(rewrites_follow_nginx)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 200);
     struct test_daemon d;
     start_with(&d,
@@ -1048,7 +1017,7 @@ START_TEST(rewrites_follow_nginx)
                "    proxy_pass http://127.0.0.1:%d;\n  }\n"
                "  location / { return 200 \"root $uri\"; }\n"
                "}\n",
-               b.port);
+               b.server.port);
     static const struct {
         const char *target;
         unsigned status;
@@ -1081,10 +1050,10 @@ START_TEST(rewrites_follow_nginx)
                               response, sizeof(response)),
                       200);
     pthread_mutex_lock(&b.lock);
-    ck_assert_msg(strncmp(b.head, "GET /api/v1?x=1 HTTP/1.1\r\n", 26) == 0, "%s", b.head);
+    ck_assert_msg(strncmp(b.last, "GET /api/v1?x=1 HTTP/1.1\r\n", 26) == 0, "%s", b.last);
     pthread_mutex_unlock(&b.lock);
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
@@ -1206,7 +1175,7 @@ static void h2_request(int port, const char *args, const char *target, char *res
  * one.  The if's regex groups reach add_header through set. */
 START_TEST(if_carries_location_settings)
 {
-    struct backend main_b, canary;
+    struct test_recorder main_b, canary;
     backend_start(&main_b, 200);
     backend_start(&canary, 201);
     struct test_daemon d;
@@ -1236,7 +1205,7 @@ START_TEST(if_carries_location_settings)
                "    stub_status;\n"
                "    if ($arg_x) { add_header X-St 1; }\n  }\n"
                "}\n",
-               canary.port, main_b.port, log);
+               canary.server.port, main_b.server.port, log);
     static const struct {
         const char *method, *target, *headers;
         unsigned status;
@@ -1285,7 +1254,7 @@ START_TEST(if_carries_location_settings)
     ck_assert(backend_header(&canary, "X-Canary", value, sizeof(value)));
     ck_assert_str_eq(value, "1");
     pthread_mutex_lock(&canary.lock); /* the HTTP/2 requests below reach it again */
-    ck_assert(strncmp(canary.head, "GET /api/x HTTP/1.1\r\n", 21) == 0);
+    ck_assert(strncmp(canary.last, "GET /api/x HTTP/1.1\r\n", 21) == 0);
     pthread_mutex_unlock(&canary.lock);
 
     /* The same over HTTP/2. */
@@ -1303,14 +1272,14 @@ START_TEST(if_carries_location_settings)
     ck_assert_str_eq(value, "2");
     ck_assert_msg(!h2_header(response, "x-outer", value, sizeof(value)), "%s", response);
     test_daemon_stop(&d);
-    backend_stop(&main_b);
-    backend_stop(&canary);
+    test_recorder_stop(&main_b);
+    test_recorder_stop(&canary);
 }
 END_TEST
 
 START_TEST(proxy_pass_with_a_path_replaces_the_prefix)
 {
-    struct backend b;
+    struct test_recorder b;
     backend_start(&b, 200);
     struct test_daemon d;
     start_with(&d,
@@ -1320,7 +1289,7 @@ START_TEST(proxy_pass_with_a_path_replaces_the_prefix)
                "  location = /exact { proxy_pass http://127.0.0.1:%d/other; }\n"
                "  location / { proxy_pass http://127.0.0.1:%d; }\n"
                "}\n",
-               b.port, b.port, b.port, b.port);
+               b.server.port, b.server.port, b.server.port, b.server.port);
     static const struct {
         const char *sent, *received;
     } cases[] = {
@@ -1334,12 +1303,12 @@ START_TEST(proxy_pass_with_a_path_replaces_the_prefix)
                  "GET %s HTTP/1.1\r\nHost: h\r\nConnection: close\r\n\r\n", cases[i].sent);
         ck_assert_uint_eq(request(d.port, request_text, response, sizeof(response)), 200);
         pthread_mutex_lock(&b.lock);
-        ck_assert_msg(strncmp(b.head, cases[i].received, strlen(cases[i].received)) == 0, "%s: %s",
-                      cases[i].sent, b.head);
+        ck_assert_msg(strncmp(b.last, cases[i].received, strlen(cases[i].received)) == 0, "%s: %s",
+                      cases[i].sent, b.last);
         pthread_mutex_unlock(&b.lock);
     }
     test_daemon_stop(&d);
-    backend_stop(&b);
+    test_recorder_stop(&b);
 }
 END_TEST
 
