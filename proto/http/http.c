@@ -260,40 +260,10 @@ bool http_authority_valid(struct http_str authority, struct http_str *host)
     return true;
 }
 
-size_t http_head_length(const char *data, size_t len)
-{
-    const char *p = data, *end = data + len;
-    while ((p = memchr(p, '\n', (size_t)(end - p))) != NULL) {
-        p++;
-        if (p < end && *p == '\n')
-            return (size_t)(p + 1 - data);
-        if (p + 1 < end && p[0] == '\r' && p[1] == '\n')
-            return (size_t)(p + 2 - data);
-    }
-    return 0;
-}
-
 /* Every line must end in CRLF, and no line may continue the one before
  * (obs-fold, which llhttp accepts): bare CRs, bare LFs and folded lines are
- * how request smuggling hides a header from one of two parsers. */
-bool http_head_lines_valid(const char *head, size_t len)
-{
-    /* Each CR must start a CRLF not followed by a fold; then the LFs are all
-     * the ones those CRLFs end exactly when there are as many LFs as CRs.
-     * memchr, because this scans every head byte. */
-    const char *end = head + len;
-    size_t crs = 0, lfs = 0;
-    for (const char *p = head; (p = memchr(p, '\r', (size_t)(end - p))) != NULL; p += 2, crs++) {
-        if (p + 1 == end || p[1] != '\n')
-            return false;
-        if (p + 2 < end && (p[2] == ' ' || p[2] == '\t'))
-            return false;
-    }
-    for (const char *p = head; (p = memchr(p, '\n', (size_t)(end - p))) != NULL; p++)
-        lfs++;
-    return lfs == crs;
-}
-
+ * how request smuggling hides a header from one of two parsers.  memchr,
+ * because this scans every head byte. */
 size_t http_head_length_valid(const char *data, size_t len, bool *valid)
 {
     /* The pass for the length checks that no LF starts a fold, the pass

@@ -55,15 +55,11 @@ void http_headers_add_value(struct http_header_list *list, const char *at, size_
 /* Extends `str` with the adjacent piece at..at+len. */
 void http_str_extend(struct http_str *str, const char *at, size_t len);
 
-/* Framing helpers shared with the proxy's response parser. */
-/* Length of the head at the start of `data`, through its empty line, or 0
- * while it is incomplete. */
-size_t http_head_length(const char *data, size_t len);
-/* False for bare CR, bare LF or obs-fold anywhere in a head. */
-bool http_head_lines_valid(const char *head, size_t len);
-/* Both at once, in two passes over the head rather than three: the head's
- * length as http_head_length() gives it (0 while incomplete), and, when
- * it is complete, *valid as http_head_lines_valid() says of it. */
+/* Framing helper shared by the request reader and the proxy's response
+ * parser: the length of the head at the start of `data`, through its empty
+ * line (a bare LF one ends it too), or 0 while it is incomplete; for a
+ * complete head, *valid is false for a bare CR, a bare LF or an obs-fold
+ * anywhere in it. */
 size_t http_head_length_valid(const char *data, size_t len, bool *valid);
 
 /* Inline, so that the length of a literal is known when compiling: the

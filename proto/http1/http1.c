@@ -297,7 +297,8 @@ static size_t h1_on_data(struct http_conn *c, const char *data, size_t len)
                 h1->head_started_ns = corral_monotonic_ns();
                 h1->behind = behind;
             }
-            size_t head_len = http_head_length(data + used, len - used);
+            bool lines_valid = false;
+            size_t head_len = http_head_length_valid(data + used, len - used, &lines_valid);
             if (head_len == 0) {
                 if (len - used > limits->max_header_size) {
                     http1_reject(h1, 431, data + used, len - used);
@@ -316,8 +317,7 @@ static size_t h1_on_data(struct http_conn *c, const char *data, size_t len)
                 http1_reject(h1, 431, data + used, len - used);
                 return len;
             }
-            if (!http_head_lines_valid(data + used, head_len) ||
-                !http1_request_line_valid(data + used, head_len)) {
+            if (!lines_valid || !http1_request_line_valid(data + used, head_len)) {
                 http1_reject(h1, 400, data + used, len - used);
                 return len;
             }
