@@ -66,15 +66,9 @@ static enum field field_of(struct http_str name)
 {
     if (name.len == 0 || name.len > FIELD_NAME_MAX)
         return FIELD_OTHER;
-    for (size_t i = 0; i < 2; i++) {
-        struct http_str known = field_names[name.len][i].name;
-        /* The first bytes differ in more than the case bit: not this one,
-         * and no strncasecmp() call. */
-        if (known.len == name.len &&
-            ((unsigned char)(name.data[0] ^ known.data[0]) & ~0x20u) == 0 &&
-            strncasecmp(name.data, known.data, name.len) == 0)
+    for (size_t i = 0; i < 2; i++)
+        if (http_str_in_nocase(name, &field_names[name.len][i].name, 1))
             return field_names[name.len][i].field;
-    }
     return FIELD_OTHER;
 }
 
