@@ -65,7 +65,8 @@ static void make_page_gz(void)
     deflateEnd(&z);
 }
 
-/* The streaming answer's second half waits for this (or 10 s). */
+/* The streaming answer's second half waits for stream_release (or 10 s);
+ * stream_finished says it has begun to go. */
 static atomic_bool stream_release;
 static atomic_bool stream_finished;
 
@@ -116,9 +117,11 @@ static void backend_serve(int fd, void *data)
         test_send_all(fd, first, sizeof(first) - 1);
         for (int i = 0; i < 5000 && !atomic_load(&stream_release); i++)
             usleep(2000);
+        /* Marked before the bytes go: marked after, the store could land
+         * once the client has seen the end and begun the next case. */
+        atomic_store(&stream_finished, true);
         static const char rest[] = "13\r\ndata: second event\n\r\n0\r\n\r\n";
         test_send_all(fd, rest, sizeof(rest) - 1);
-        atomic_store(&stream_finished, true);
     } else {
         test_send_head(fd, "404 Not Found\r\n", 0);
     }
