@@ -36,14 +36,19 @@ static bool plain_fin_follows(const corral_conn *conn)
            (conn->state == CORRAL__CONN_CLOSING && !conn->no_linger);
 }
 
-static ssize_t plain_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+int corral__plain_send_flags(const corral_conn *conn)
 {
-    struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
     /* MSG_NOSIGNAL: a peer reset must be an error code, not SIGPIPE.
      * MSG_MORE before a FIN: the last partial segment waits for the
      * shutdown() that follows in the same flush, which sends it with the
      * FIN in one segment, a packet (and a wakeup of the peer) fewer. */
-    int flags = MSG_NOSIGNAL | (plain_fin_follows(conn) ? MSG_MORE : 0);
+    return MSG_NOSIGNAL | (plain_fin_follows(conn) ? MSG_MORE : 0);
+}
+
+static ssize_t plain_writev(corral_conn *conn, const struct iovec *iov, int iovcnt)
+{
+    struct msghdr msg = {.msg_iov = (struct iovec *)iov, .msg_iovlen = (size_t)iovcnt};
+    int flags = corral__plain_send_flags(conn);
     for (;;) {
         /* One piece (most small responses) goes by send(), which copies
          * no msghdr and imports no iovec array from user memory. */

@@ -140,12 +140,72 @@ static void conn_discard_input(corral_conn *conn)
     }
 }
 
+/* Where the next read goes: the loop's scratch buffer, or behind the input
+ * kept.  Returns false when it could not grow (the connection is closed). */
+static bool conn_input_space(corral_conn *conn, char **buf, size_t *space)
+{
+    if (conn->in_len == 0) {
+        *buf = conn->loop->scratch;
+        *space = conn->loop->scratch_size;
+        return true;
+    }
+    if (conn->in_cap - conn->in_len < MIN_BUFFER) {
+        char *grown = corral__buffer_grow(conn->loop, conn->in, conn->in_len, &conn->in_cap,
+                                          conn->in_cap + MIN_BUFFER);
+        if (grown == NULL) {
+            corral__conn_destroy(conn, -ENOMEM);
+            return false;
+        }
+        conn->in = grown;
+    }
+    assert(conn->in_len < conn->in_cap);
+    *buf = conn->in + conn->in_len;
+    *space = conn->in_cap - conn->in_len;
+    return true;
+}
+
+/* The read made ahead for this connection (corral__loop_read_ahead()): its
+ * bytes in the loop's read-ahead buffer, and its result. */
+static ssize_t conn_take_read_ahead(corral_conn *conn, char **buf, size_t *space)
+{
+    assert(conn->read_ahead && conn->in_len == 0);
+    conn->read_ahead = false;
+    *buf = conn->loop->read_ahead + (size_t)conn->read_ahead_slot * CORRAL__READ_AHEAD_LEN;
+    *space = CORRAL__READ_AHEAD_LEN;
+    ssize_t n = conn->close_error;
+    conn->close_error = 0;
+    return n;
+}
+
+/* A read made ahead for a connection that no longer reads (another's
+ * callback paused it): its bytes are kept as unconsumed input, delivered
+ * when it reads again; an end of stream is read again then; an error ends
+ * it now, since the socket reports an error only once. */
+static void conn_keep_read_ahead(corral_conn *conn)
+{
+    char *buf;
+    size_t space;
+    ssize_t n = conn_take_read_ahead(conn, &buf, &space);
+    if (n > 0) {
+        corral__stat_bytes(conn, false, (size_t)n);
+        if (conn_keep_input(conn, buf, (size_t)n) != 0)
+            corral__conn_destroy(conn, -ENOMEM);
+    } else if (n < 0 && n != -EAGAIN) {
+        corral__conn_destroy(conn, (int)n);
+    }
+}
+
 /* Input is read into the loop's scratch buffer and copied into the
  * connection only when the application leaves some of it unconsumed. */
 static void conn_read_input(corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_LINGERING) {
+        conn->read_ahead = false; /* discarded with the rest */
         conn_discard_input(conn);
+        return;
+    }
+    if (conn->read_ahead && !(conn->readable && corral__conn_reading_active(conn))) {
+        conn_keep_read_ahead(conn);
         return;
     }
     for (int turn = 0; conn->readable && corral__conn_reading_active(conn); turn++) {
@@ -155,25 +215,14 @@ static void conn_read_input(corral_conn *conn)
         }
         char *buf;
         size_t space;
-        if (conn->in_len == 0) {
-            buf = conn->loop->scratch;
-            space = conn->loop->scratch_size;
+        ssize_t n;
+        if (conn->read_ahead) {
+            n = conn_take_read_ahead(conn, &buf, &space);
         } else {
-            if (conn->in_cap - conn->in_len < MIN_BUFFER) {
-                char *grown = corral__buffer_grow(conn->loop, conn->in, conn->in_len, &conn->in_cap,
-                                                  conn->in_cap + MIN_BUFFER);
-                if (grown == NULL) {
-                    corral__conn_destroy(conn, -ENOMEM);
-                    return;
-                }
-                conn->in = grown;
-            }
-            assert(conn->in_len < conn->in_cap);
-            buf = conn->in + conn->in_len;
-            space = conn->in_cap - conn->in_len;
+            if (!conn_input_space(conn, &buf, &space))
+                return;
+            n = conn->transport->read(conn, buf, space);
         }
-
-        ssize_t n = conn->transport->read(conn, buf, space);
         if (n == -EAGAIN) {
             conn->readable = false;
             return;
@@ -202,7 +251,7 @@ static void conn_read_input(corral_conn *conn)
          * Not after an error (the next read would report it), nor on a
          * layered transport. */
         bool at_end = drained && conn->peer_fin && conn->transport->drained == NULL;
-        if (buf == conn->loop->scratch) {
+        if (conn->in_len == 0) { /* read into scratch or read-ahead memory */
             conn_deliver(conn, buf, (size_t)n);
         } else {
             conn->in_len += (size_t)n;
@@ -212,6 +261,51 @@ static void conn_read_input(corral_conn *conn)
             conn_on_eof(conn);
             return;
         }
+    }
+}
+
+/* Reads ahead, in one call, the input of the connections among `events`
+ * (a group that loop.c handles before it flushes) that will read from a
+ * plain socket into scratch memory: each one's first read then costs no
+ * system call of its own.  Each gets a CORRAL__READ_AHEAD_LEN slice; a
+ * read that fills it is followed by ordinary reads, as a full read is. */
+void corral__loop_read_ahead(corral_loop *loop, const struct epoll_event *events, int count)
+{
+    assert(count <= CORRAL__READ_AHEAD_CONNS);
+    corral_conn *conns[CORRAL__READ_AHEAD_CONNS];
+    char *bufs[CORRAL__READ_AHEAD_CONNS];
+    int32_t results[CORRAL__READ_AHEAD_CONNS];
+    size_t k = 0;
+    for (int i = 0; i < count; i++) {
+        struct corral__handle *handle = events[i].data.ptr;
+        /* Input alone: an end or an error takes the event's own path. */
+        if (handle->on_event != corral__conn_on_event ||
+            (events[i].events & (EPOLLIN | EPOLLRDHUP | EPOLLERR | EPOLLHUP)) != EPOLLIN)
+            continue;
+        corral_conn *conn = (corral_conn *)handle;
+        if (conn->transport != &corral_plain_transport || conn->state != CORRAL__CONN_OPEN ||
+            conn->in_len != 0 || conn->splice_slot != 0 || conn->read_ahead || conn->batch_failed ||
+            !corral__conn_reading_active(conn))
+            continue;
+        conns[k] = conn;
+        k++;
+    }
+    if (k < 2)
+        return; /* one recv() costs what the batch's call would */
+    if (loop->read_ahead == NULL) {
+        loop->read_ahead = malloc(CORRAL__READ_AHEAD_CONNS * CORRAL__READ_AHEAD_LEN);
+        if (loop->read_ahead == NULL)
+            return; /* each reads for itself */
+    }
+    for (size_t i = 0; i < k; i++)
+        bufs[i] = loop->read_ahead + i * CORRAL__READ_AHEAD_LEN;
+    corral__io_batch_recv(loop, conns, bufs, CORRAL__READ_AHEAD_LEN, results, k);
+    for (size_t i = 0; i < k; i++) {
+        if (results[i] == CORRAL__IO_BATCH_UNSENT)
+            continue;
+        conns[i]->read_ahead = true;
+        conns[i]->read_ahead_slot = (uint8_t)i;
+        conns[i]->close_error = results[i];
     }
 }
 
@@ -287,6 +381,28 @@ static void conn_start_linger(corral_conn *conn)
     corral__conn_update_timer(conn);
 }
 
+/* Takes the result of a write of the queued output (the flush's loop, or
+ * its batch).  Returns whether to write on: false once the socket is full
+ * or the write failed (the connection is then closed). */
+static bool conn_flush_wrote(corral_conn *conn, ssize_t n)
+{
+    if (n == -EAGAIN) {
+        conn->writable = false;
+        corral__conn_register_if_waiting(conn);
+        return false;
+    }
+    if (n < 0) {
+        corral__conn_destroy(conn, (int)n);
+        return false;
+    }
+    assert((size_t)n <= conn->out_len); /* a transport sends no more than asked */
+    corral__stat_bytes(conn, true, (size_t)n);
+    conn->out_off += (uint32_t)n;
+    conn->out_len -= (uint32_t)n;
+    conn->last_write = conn->loop->now;
+    return true;
+}
+
 static void conn_flush(corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_CONNECTING || conn->state >= CORRAL__CONN_LINGERING)
@@ -294,24 +410,11 @@ static void conn_flush(corral_conn *conn)
     assert(conn->out_off + conn->out_len <= conn->out_cap);
     while (conn->out_len > 0 && conn->writable) {
         struct iovec iov = {.iov_base = conn->out + conn->out_off, .iov_len = conn->out_len};
-        ssize_t n = conn->transport->writev(conn, &iov, 1);
-        if (n == -EAGAIN) {
-            conn->writable = false;
-            corral__conn_register_if_waiting(conn);
-            if (conn->state == CORRAL__CONN_CLOSED)
-                return;
+        if (!conn_flush_wrote(conn, conn->transport->writev(conn, &iov, 1)))
             break;
-        }
-        if (n < 0) {
-            corral__conn_destroy(conn, (int)n);
-            return;
-        }
-        assert((size_t)n <= conn->out_len); /* a transport sends no more than asked */
-        corral__stat_bytes(conn, true, (size_t)n);
-        conn->out_off += (uint32_t)n;
-        conn->out_len -= (uint32_t)n;
-        conn->last_write = conn->loop->now;
     }
+    if (conn->state == CORRAL__CONN_CLOSED)
+        return;
     if (conn->out_len == 0)
         corral__conn_drop_output(conn);
     if (conn->out_len == 0 && conn->splicing_to) {
@@ -347,20 +450,88 @@ static void conn_schedule_flush(corral_conn *conn)
     conn->loop->flush_list = conn;
 }
 
+/* Whether a flush's first write can go in a batch: a plain socket that
+ * takes output and has some queued (see conn_flush()). */
+static bool conn_batchable(const corral_conn *conn)
+{
+    return conn->transport == &corral_plain_transport && conn->writable && conn->out_len > 0 &&
+           (conn->state == CORRAL__CONN_OPEN || conn->state == CORRAL__CONN_CLOSING);
+}
+
+/* Sends the first write of each batchable connection in `list`, up to
+ * CORRAL__IO_BATCH_MAX of them a call, and accounts for the results
+ * before any callback runs: one that wrote to a connection still counted
+ * as unsent would send its bytes again.  What is left, a short write's
+ * rest included, the flush writes as usual. */
+static void loop_flush_batch(corral_loop *loop, corral_conn *list)
+{
+    corral_conn *batch[CORRAL__IO_BATCH_MAX];
+    int32_t results[CORRAL__IO_BATCH_MAX];
+    size_t count = 0;
+    corral_conn *conn = list;
+    while (conn != NULL && count < CORRAL__IO_BATCH_MAX) {
+        if (conn_batchable(conn))
+            batch[count++] = conn;
+        conn = conn->flush_next;
+    }
+    if (count < 2)
+        return; /* one send() costs what the batch's call would */
+    corral__io_batch_send(loop, batch, results, count);
+    for (size_t i = 0; i < count; i++) {
+        int32_t n = results[i];
+        if (n >= 0) {
+            conn_flush_wrote(batch[i], n);
+        } else if (n != CORRAL__IO_BATCH_UNSENT) {
+            if (n == -EAGAIN)
+                batch[i]->writable = false;
+            batch[i]->batch_failed = true; /* registered or closed by loop_flush_failed() */
+            batch[i]->close_error = n;
+        }
+    }
+    if (conn != NULL && !loop->io_batch_off)
+        loop_flush_batch(loop, conn);
+}
+
+/* The part of a failed batched send that may call back: registering for
+ * output (which can fail) or closing.  Returns whether the connection is
+ * still open to flush. */
+static bool loop_flush_failed(corral_conn *conn)
+{
+    conn->batch_failed = false;
+    if (conn->state == CORRAL__CONN_CLOSED)
+        return false; /* closed meanwhile: close_error is its own now */
+    int n = conn->close_error;
+    conn->close_error = 0;
+    if (n == -EAGAIN)
+        corral__conn_register_if_waiting(conn);
+    else
+        corral__conn_destroy(conn, n);
+    return conn->state != CORRAL__CONN_CLOSED;
+}
+
 void corral__loop_flush(corral_loop *loop, bool mid_batch)
 {
-    corral_conn *conn = loop->flush_list, *held = NULL;
+    corral_conn *conn = loop->flush_list, *held = NULL, *list = NULL, **tail = &list;
     loop->flush_list = NULL;
     while (conn != NULL) {
         corral_conn *next = conn->flush_next;
         if (mid_batch && conn->hold_output && conn->state == CORRAL__CONN_OPEN) {
             conn->flush_next = held;
             held = conn;
-            conn = next;
-            continue;
+        } else {
+            conn->flush_next = NULL;
+            *tail = conn;
+            tail = &conn->flush_next;
         }
+        conn = next;
+    }
+    if (!loop->io_batch_off)
+        loop_flush_batch(loop, list);
+    for (conn = list; conn != NULL;) {
+        corral_conn *next = conn->flush_next;
         conn->in_flush_list = false;
-        conn_flush(conn);
+        if (!conn->batch_failed || loop_flush_failed(conn))
+            conn_flush(conn);
         if (conn->state != CORRAL__CONN_CLOSED)
             corral__conn_update_timer(conn);
         conn = next;

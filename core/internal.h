@@ -145,6 +145,13 @@ struct corral_loop {
 
     /* corral__loop_set_direct_write_min(); 0: the default. */
     size_t direct_write_min;
+    /* io_batch.c: the ring a flush sends through, made on first use;
+     * io_batch_off once it is refused or turned off. */
+    struct corral__io_batch *io_batch;
+    bool io_batch_off;
+    /* CORRAL__READ_AHEAD_CONNS slices for corral__loop_read_ahead(), made
+     * on first use. */
+    char *read_ahead;
 
     corral_worker *worker; /* the worker running this loop, or NULL */
 };
@@ -279,8 +286,16 @@ struct corral_conn {
     bool splicing_from : 1; /* the source of a splice: not read meanwhile */
     bool splicing_to : 1;   /* the destination of a splice */
     bool detaching : 1;     /* corral_conn_detach(): leaves at iteration end */
-    uint16_t splice_slot;   /* 1 + index in loop->splice_links, or 0 */
-    int close_error;
+    /* A batched send failed (conn_io.c): close_error holds its -errno
+     * until the flush handles it. */
+    bool batch_failed : 1;
+    /* Input was read ahead into slice read_ahead_slot of the loop's
+     * read_ahead, close_error holding the read's result, until the
+     * connection's own event takes it (conn_io.c). */
+    bool read_ahead : 1;
+    uint8_t read_ahead_slot : 3;
+    uint16_t splice_slot; /* 1 + index in loop->splice_links, or 0 */
+    int close_error;      /* for on_close; before, see batch_failed */
 
     uint32_t read_timeout_ms, write_timeout_ms;
     uint64_t last_read, last_write, linger_deadline;
@@ -353,6 +368,28 @@ void corral__loop_kick(corral_loop *loop);
  * `loop` (conn_io.c; 0: the default, 64 KiB), so that the benchmark can
  * compare both paths at every size.  Loop thread, or before it runs. */
 void corral__loop_set_direct_write_min(corral_loop *loop, size_t min);
+
+/* Sends in one system call, in io_batch.c. */
+#define CORRAL__IO_BATCH_MAX    64 /* connections per call */
+#define CORRAL__IO_BATCH_UNSENT INT32_MIN
+/* Sends each connection's queued output (one piece, out + out_off,
+ * out_len) as plain_writev() would, and sets results[i] to the result for
+ * conns[i], a byte count or -errno, or to CORRAL__IO_BATCH_UNSENT where
+ * the ring is not available. */
+void corral__io_batch_send(corral_loop *loop, corral_conn *const *conns, int32_t *results,
+                           size_t count);
+void corral__io_batch_free(corral_loop *loop);
+/* Receives up to `len` bytes for each connection into bufs[i], with the
+ * results as for corral__io_batch_send(). */
+void corral__io_batch_recv(corral_loop *loop, corral_conn *const *conns, char *const *bufs,
+                           size_t len, int32_t *results, size_t count);
+/* Reading ahead for a group of events (conn_io.c, called by loop.c). */
+#define CORRAL__READ_AHEAD_CONNS 8
+#define CORRAL__READ_AHEAD_LEN   (16 * 1024)
+struct epoll_event;
+void corral__loop_read_ahead(corral_loop *loop, const struct epoll_event *events, int count);
+/* The flags of a plain transport's send (conn.c). */
+int corral__plain_send_flags(const corral_conn *conn);
 
 /* Registers the connection in the epoll set once it has to wait. */
 void corral__conn_register_if_waiting(corral_conn *conn);

@@ -121,6 +121,8 @@ void corral_loop_free(corral_loop *loop)
         post_run(post);
     free_watchers(loop);
     corral__loop_free_pipes(loop);
+    corral__io_batch_free(loop);
+    free(loop->read_ahead);
     close(loop->post_eventfd);
     close(loop->epfd);
     free(loop->timers);
@@ -399,7 +401,11 @@ int corral__loop_run_once(corral_loop *loop, int timeout_ms)
     loop->now = corral__monotonic_ms();
     if (steered != NULL)
         corral__steer_busy(steered, true);
+    static_assert(EVENTS_PER_FLUSH <= CORRAL__READ_AHEAD_CONNS, "a group's reads fit");
     for (int i = 0; i < n; i++) {
+        if (i % EVENTS_PER_FLUSH == 0 && !loop->io_batch_off)
+            corral__loop_read_ahead(loop, events + i,
+                                    n - i < EVENTS_PER_FLUSH ? n - i : EVENTS_PER_FLUSH);
         struct corral__handle *handle = events[i].data.ptr;
         handle->on_event(handle, events[i].events);
         if ((i + 1) % EVENTS_PER_FLUSH == 0 && i + 1 < n) {

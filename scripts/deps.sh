@@ -8,12 +8,14 @@
 # htpasswd, with which the auth tests make their files.  libngtcp2-dev,
 # libngtcp2-crypto-gnutls-dev, libnghttp3-dev and libgnutls28-dev: HTTP/3
 # (proto/http3/); ngtcp2-client: gtlsclient, its tests' independent client.
+# liburing-dev: the ring through which a loop batches its sends and reads
+# (core/io_batch.c).
 corral_packages=(ninja-build pkg-config gcc clang libclang-rt-14-dev libssl-dev check node-llhttp
                  libnghttp2-dev libpcre2-dev nghttp2-client curl wrk openssl binutils clang-format
                  python3-h2 libbpf-dev bpftool zlib1g-dev libbrotli-dev libzstd-dev brotli zstd
                  python3-brotli libcrypt-dev libjansson-dev apache2-utils python3-grpcio
                  libngtcp2-dev libngtcp2-crypto-gnutls-dev libnghttp3-dev libgnutls28-dev
-                 ngtcp2-client)
+                 ngtcp2-client liburing-dev)
 
 # The peers and load generators of the benchmarks (tests/bench/ and
 # ../shared/bench/peers/): not needed by the tests.
