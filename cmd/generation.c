@@ -596,6 +596,7 @@ int generation_start(struct conf_config *config, struct generation *previous,
     server_config.wakeup_spill = config->wakeup_spill;
     server_config.max_connections = config->max_connections;
     server_config.busy_poll_usecs = config->busy_poll_usecs;
+    server_config.io_uring_off = !config->io_uring;
     err = corral_server_new(&server_config, &gen->server);
     if (err != 0)
         goto fail;

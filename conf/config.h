@@ -339,18 +339,19 @@ struct conf_stream {
 };
 
 struct conf_config {
-    unsigned workers;                      /* 0 = auto: CPUs in the affinity mask */
-    enum corral_wakeup_mode wakeup;        /* default auto */
-    double wakeup_spill;                   /* wakeup affinity spill=F; 0 = the library's 1.1 */
-    unsigned max_connections;              /* per worker; default 10000 */
-    unsigned busy_poll_usecs;              /* default 0 (off) */
-    uint32_t drain_timeout_ms;             /* graceful stop and reload; default 10 s */
-    uint32_t shutdown_delay_ms;            /* SIGTERM: /readyz fails this long first; default 0 */
-    bool quic_bpf;                         /* quic listens steered by connection ID; default on */
-    bool quic_gso;                         /* quic datagrams sent in UDP GSO runs; default on */
-    bool quic_retry;                       /* address validation by Retry; default off */
-    unsigned quic_retry_threshold;         /* handshakes per worker that start Retry; 100 */
-    bool ssl_early_data;                   /* 0-RTT on quic listens; default off */
+    unsigned workers;               /* 0 = auto: CPUs in the affinity mask */
+    enum corral_wakeup_mode wakeup; /* default auto */
+    double wakeup_spill;            /* wakeup affinity spill=F; 0 = the library's 1.1 */
+    unsigned max_connections;       /* per worker; default 10000 */
+    unsigned busy_poll_usecs;       /* default 0 (off) */
+    uint32_t drain_timeout_ms;      /* graceful stop and reload; default 10 s */
+    uint32_t shutdown_delay_ms;     /* SIGTERM: /readyz fails this long first; default 0 */
+    bool quic_bpf;                  /* quic listens steered by connection ID; default on */
+    bool io_uring;                  /* workers batch sends and reads through io_uring; default on */
+    bool quic_gso;                  /* quic datagrams sent in UDP GSO runs; default on */
+    bool quic_retry;                /* address validation by Retry; default off */
+    unsigned quic_retry_threshold;  /* handshakes per worker that start Retry; 100 */
+    bool ssl_early_data;            /* 0-RTT on quic listens; default off */
     unsigned http3_max_concurrent_streams; /* request streams per connection; default 128 */
     size_t http3_stream_buffer_size;       /* per stream, each way; default 64k */
     char *user, *group;                    /* privilege drop after binding; NULL = keep */

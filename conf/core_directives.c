@@ -22,6 +22,7 @@ void conf__core_defaults(struct conf_config *config)
     config->wakeup = CORRAL_WAKEUP_AUTO;
     config->max_connections = 10000;
     config->busy_poll_usecs = 0;
+    config->io_uring = true;
     config->drain_timeout_ms = 10000;
     config->quic_bpf = true;
     config->quic_gso = true;
@@ -442,6 +443,8 @@ const struct conf_directive conf__core_directives[] = {
     {.name = "max_connections", MAIN_FIELD(max_connections), .kind = CONF_KIND_COUNT, .min = 1},
     {.name = "busy_poll", .contexts = CONF_MAIN, .min_args = 1, .max_args = 1,
      .apply = apply_busy_poll},
+    /* corral's: sends and reads batched, a system call per batch */
+    {.name = "io_uring", MAIN_FIELD(io_uring), .kind = CONF_KIND_SWITCH},
     /* how long a graceful stop or reload waits for in-flight requests */
     {.name = "drain_timeout", MAIN_FIELD(drain_timeout_ms), .kind = CONF_KIND_DURATION},
     /* A classic BPF program on each quic listen's socket group (no

@@ -1,17 +1,21 @@
 /*
- * io_batch.c: the sends of a flush made in one system call.  A flush
- * writes the queued output of up to EVENTS_PER_FLUSH connections (loop.c);
- * through io_uring their sends go to the kernel together, in one
- * io_uring_enter() instead of a send() each.  On loopback and in virtual
- * machines, where entering the kernel costs as much as the send itself,
- * that halves the CPU a small send costs (docs/benchmarks.md).
+ * io_batch.c: sends and reads of many connections made in one system call.
+ * A loop handles its events in groups (loop.c); the output queued for
+ * every plain connection during a group leaves in one io_uring_enter() at
+ * its flush, and the first read of each plain connection the group wakes is
+ * made, for all of them together, in one before the group is handled
+ * (conn_io.c).  Entering the kernel costs about as much as a small send
+ * itself on loopback and in virtual machines: a call per batch instead of
+ * one per connection halves what a small send and read cost there
+ * (docs/benchmarks.md).
  *
- * Every send carries MSG_DONTWAIT, so a full socket completes at once with
- * -EAGAIN instead of waiting in the kernel: no operation is left in flight
- * when the call returns, and the results mean what send()'s would.  The
- * ring is made on first use, in the loop's own thread (it has a single
- * issuer); where the kernel refuses one (no io_uring, or a seccomp filter),
- * the flush sends as before.
+ * Every operation carries MSG_DONTWAIT, so a full or empty socket
+ * completes at once with -EAGAIN instead of waiting in the kernel: nothing
+ * is in flight when the call returns, and each result means what send()'s
+ * or recv()'s would.  The ring is made on first use, in the loop's own
+ * thread (it has a single issuer); where the kernel refuses one (no
+ * io_uring, or a seccomp filter) the loop makes a call per connection, as
+ * it does with corral_loop_set_io_uring(loop, false).
  */
 #include "internal.h"
 
@@ -32,13 +36,13 @@ static void io_batch_report(int err, bool given_up)
 {
     static atomic_bool said;
     if (given_up)
-        corral__warn("io_uring failed (%s): flushes send a system call per connection",
+        corral__warn("io_uring failed (%s): a system call per send and read from now on",
                      strerror(-err));
     else if (!atomic_exchange(&said, true)) {
         if (err == 0)
-            corral__info("flushes send through io_uring, a system call per batch");
+            corral__info("io_uring: sends and reads batched, a system call per batch");
         else
-            corral__info("io_uring unavailable (%s): flushes send a system call per connection",
+            corral__info("io_uring unavailable (%s): a system call per send and read",
                          strerror(-err));
     }
 }
@@ -147,6 +151,12 @@ void corral__io_batch_recv(corral_loop *loop, corral_conn *const *conns, char *c
         io_uring_sqe_set_data64(sqe, i);
     }
     io_batch_run(loop, results, count);
+}
+
+void corral_loop_set_io_uring(corral_loop *loop, bool on)
+{
+    assert(loop->io_batch == NULL); /* before the loop runs */
+    loop->io_batch_off = !on;
 }
 
 void corral__io_batch_free(corral_loop *loop)

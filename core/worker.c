@@ -140,6 +140,8 @@ int corral_server_start(corral_server *server)
         worker->entry_count = server->listener_count;
         for (corral_listener *l = server->listeners; l != NULL; l = l->next)
             corral__entry_init(&worker->entries[l->index], worker, l);
+        if (server->config.io_uring_off)
+            corral_loop_set_io_uring(worker->loop, false);
         if (server->config.busy_poll_usecs > 0)
             corral__loop_set_busy_poll(worker->loop, server->config.busy_poll_usecs);
     }

@@ -160,6 +160,15 @@ CORRAL_EXTERN void corral_loop_free(corral_loop *loop);
  *  thread. */
 CORRAL_EXTERN void corral_fds_unshared(void);
 
+/** Whether the loop batches through io_uring (on by default): the sends
+ *  that leave together at the end of a group of events, and the first reads
+ *  of the connections that group wakes, each batch in one system call
+ *  instead of one per connection, on plain sockets (TLS reads and writes its
+ *  own).  Where the kernel refuses a ring (before Linux 5.6, io_uring
+ *  disabled, a container's seccomp filter) the loop logs it once and works
+ *  as with it off.  Set it before the loop runs. */
+CORRAL_EXTERN void corral_loop_set_io_uring(corral_loop *loop, bool on);
+
 /** Runs the loop on the calling thread until corral_loop_stop().  Returns 0,
  *  or -errno if epoll_wait failed for a reason other than EINTR. */
 CORRAL_EXTERN int corral_loop_run(corral_loop *loop);
@@ -709,7 +718,9 @@ struct corral_server_config {
                                   by this factor spills new connections to others; 0 = 1.1 */
     bool count_locality;       /* fill accepts_local in every mode, at one getsockopt() per accept;
                                   the affinity mode always does, the others only with this */
-    uint8_t reserved_bytes[7]; /* zero, as corral_server_config_init() leaves it */
+    bool io_uring_off;         /* workers send and read a system call per connection, without
+                                  batching through io_uring (see corral_loop_set_io_uring()) */
+    uint8_t reserved_bytes[6]; /* zero, as corral_server_config_init() leaves it */
     uint64_t reserved[7];      /* zero, as corral_server_config_init() leaves it */
 };
 

@@ -747,6 +747,7 @@ static const struct documented_default documented_defaults[] = {
     DEFAULT_SHOWN("error_log", CONF_MAIN, "stderr info", "stderr warn", show_error_log),
     DEFAULT_SHOWN("http3", CONF_MAIN, "on", "off", show_http3),
     DEFAULT("quic_bpf", CONF_MAIN, "on", "off"),
+    DEFAULT("io_uring", CONF_MAIN, "on", "off"),
     DEFAULT("quic_gso", CONF_MAIN, "on", "off"),
     DEFAULT("quic_retry", CONF_MAIN, "off", "on"),
     DEFAULT("quic_retry_threshold", CONF_MAIN, "100", "101"),
