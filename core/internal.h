@@ -145,8 +145,8 @@ struct corral_loop {
 
     /* corral__loop_set_direct_write_min(); 0: the default. */
     size_t direct_write_min;
-    /* io_batch.c: the ring a flush sends through, made on first use;
-     * io_batch_off once it is refused or turned off. */
+    /* io_batch.c: the ring sends and reads go through, made when the loop
+     * runs or on first use; io_batch_off once refused or turned off. */
     struct corral__io_batch *io_batch;
     bool io_batch_off;
     /* CORRAL__READ_AHEAD_CONNS slices for corral__loop_read_ahead(), made
@@ -378,6 +378,9 @@ void corral__loop_set_direct_write_min(corral_loop *loop, size_t min);
  * the ring is not available. */
 void corral__io_batch_send(corral_loop *loop, corral_conn *const *conns, int32_t *results,
                            size_t count);
+/* Makes the ring now (corral_loop_run(), in the loop's thread), so that
+ * the loop's descriptors are all there from its start. */
+void corral__io_batch_start(corral_loop *loop);
 void corral__io_batch_free(corral_loop *loop);
 /* Receives up to `len` bytes for each connection into bufs[i], with the
  * results as for corral__io_batch_send(). */

@@ -12,8 +12,8 @@
  * Every operation carries MSG_DONTWAIT, so a full or empty socket
  * completes at once with -EAGAIN instead of waiting in the kernel: nothing
  * is in flight when the call returns, and each result means what send()'s
- * or recv()'s would.  The ring is made on first use, in the loop's own
- * thread (it has a single issuer); where the kernel refuses one (no
+ * or recv()'s would.  The ring is made when the loop starts to run, or on
+ * first use, in the loop's own thread (it has a single issuer); where the kernel refuses one (no
  * io_uring, or a seccomp filter) the loop makes a call per connection, as
  * it does with corral_loop_set_io_uring(loop, false).
  */
@@ -151,6 +151,11 @@ void corral__io_batch_recv(corral_loop *loop, corral_conn *const *conns, char *c
         io_uring_sqe_set_data64(sqe, i);
     }
     io_batch_run(loop, results, count);
+}
+
+void corral__io_batch_start(corral_loop *loop)
+{
+    io_batch_get(loop);
 }
 
 void corral_loop_set_io_uring(corral_loop *loop, bool on)

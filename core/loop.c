@@ -428,6 +428,7 @@ int corral_loop_run(corral_loop *loop)
     assert(!atomic_load_explicit(&loop->running, memory_order_relaxed)); /* not re-entered */
     loop->thread = pthread_self();
     atomic_store_explicit(&loop->running, true, memory_order_release);
+    corral__io_batch_start(loop);
     int err = 0;
     loop->stopping = false;
     while (!loop->stopping) {
