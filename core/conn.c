@@ -277,7 +277,10 @@ int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached, void
     assert(corral__loop_owned(conn->loop));
     if (conn->state != CORRAL__CONN_OPEN || conn->listener == NULL || conn->loop->worker == NULL)
         return -EINVAL;
-    if (conn->detaching || conn->splice_slot != 0)
+    /* Input read ahead for its event still to come (conn_io.c) is in this
+     * process's memory, not in the socket a binary upgrade would pass on:
+     * the event is handled here first. */
+    if (conn->detaching || conn->splice_slot != 0 || conn->read_ahead)
         return -EBUSY;
     struct detach *detach = malloc(sizeof(*detach));
     if (detach == NULL)
@@ -312,7 +315,9 @@ static void conn_free_detached(corral_conn *conn, int error)
 
 size_t corral_conn_kept_input(const corral_conn *conn)
 {
-    return conn->in_len;
+    /* With what was read ahead for its event still to come (conn_io.c). */
+    return conn->in_len +
+           (conn->read_ahead && conn->close_error > 0 ? (size_t)conn->close_error : 0);
 }
 
 void corral_conn_close_detached(corral_conn *conn, int error)
@@ -382,6 +387,8 @@ bool corral_conn_input_pending(const corral_conn *conn)
 {
     if (conn->in_len > 0)
         return true; /* read, but not yet taken by on_data (a pipelined request) */
+    if (conn->read_ahead && conn->close_error > 0)
+        return true; /* read ahead for its event, still to come (conn_io.c) */
     if (conn->transport->input_pending != NULL)
         return conn->transport->input_pending(conn);
     return plain_input_pending(conn);

@@ -479,7 +479,9 @@ int corral_conn_splice(corral_conn *from, corral_conn *to, uint64_t max, corral_
         return -EOPNOTSUPP;
     if (from->state != CORRAL__CONN_OPEN || to->state != CORRAL__CONN_OPEN || to->shutdown_pending)
         return -EPIPE;
-    if (from == to || from->splicing_from || to->splicing_to)
+    /* Input read ahead for `from`'s event still to come (conn_io.c) goes
+     * before what the splice would move. */
+    if (from == to || from->splicing_from || to->splicing_to || from->read_ahead)
         return -EBUSY;
     if (loop->splices_active == CORRAL__SPLICES_MAX)
         return -EAGAIN;

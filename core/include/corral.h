@@ -518,8 +518,9 @@ typedef void (*corral_conn_detached_cb)(corral_conn *conn, void *arg);
  *  queued output, data, timeouts and deadline go with it.  If it closes or
  *  starts a splice before the iteration ends, it stays, and `detached` is
  *  not called.  Call on the connection's thread.  Returns 0, -EINVAL (not
- *  open, or an outgoing connection), -EBUSY (splicing, or already leaving),
- *  -ENOMEM. */
+ *  open, or an outgoing connection), -EBUSY (splicing, already leaving, or
+ *  its input of this iteration read ahead of its event, which is handled
+ *  first: see corral_loop_set_io_uring()), -ENOMEM. */
 CORRAL_EXTERN int corral_conn_detach(corral_conn *conn, corral_conn_detached_cb detached,
                                      void *arg);
 
@@ -533,7 +534,8 @@ CORRAL_EXTERN void corral_conn_adopt(corral_worker *worker, corral_conn *conn,
                                      corral_listener *listener);
 
 /** Bytes read from the connection's socket that on_data has not consumed
- *  yet (they are presented again with the next input). */
+ *  yet (they are presented again with the next input), with those read
+ *  ahead for an event of this iteration not yet handled. */
 CORRAL_EXTERN size_t corral_conn_kept_input(const corral_conn *conn);
 
 /** Serves `fd`, a connected socket of a client of `listener`'s address

@@ -209,8 +209,15 @@ void http1_finish_exchange(struct h1_conn *h1)
     h1->vhost = &h1->c.site->vhosts[0];
     /* Pipelined requests waited unread while the response was pending. */
     corral_conn_resume_read(h1->c.sock);
-    if (h1->handing_over && !h1_hand_over(h1))
-        http1_close(h1); /* the stop began while this exchange ran */
+    if (h1->handing_over && !h1_hand_over(h1)) {
+        /* The stop began while this exchange ran.  As in h1_on_stop(): a
+         * request already in the socket, or read ahead of its event, is
+         * read and answered with "Connection: close". */
+        h1->handing_over = false;
+        h1->stopping = true;
+        if (!corral_conn_input_pending(h1->c.sock))
+            http1_close(h1);
+    }
 }
 
 /* Answers a request that never became an exchange (a malformed head),

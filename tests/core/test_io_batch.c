@@ -25,6 +25,9 @@ struct sink {
     int closed_error;
     bool closed;
     corral_conn *pause; /* paused by this sink's on_data */
+    corral_conn *probe; /* looked at by this sink's first on_data */
+    bool probed, probe_pending;
+    size_t probe_kept;
 };
 
 static size_t sink_data(corral_conn *conn, const char *data, size_t len)
@@ -35,6 +38,11 @@ static size_t sink_data(corral_conn *conn, const char *data, size_t len)
     s->len += len;
     if (s->pause != NULL)
         corral_conn_pause_read(s->pause);
+    if (s->probe != NULL && !s->probed) {
+        s->probed = true;
+        s->probe_pending = corral_conn_input_pending(s->probe);
+        s->probe_kept = corral_conn_kept_input(s->probe);
+    }
     return len;
 }
 
@@ -208,6 +216,37 @@ START_TEST(a_read_made_ahead_for_a_paused_connection_waits_for_it)
 }
 END_TEST
 
+/* Input read ahead for an event still to come counts as input: it is not
+ * in the socket any more, and a stop deciding whether a request waits (or
+ * a binary upgrade whether the socket alone can move) must see it. */
+START_TEST(input_read_ahead_counts_as_pending)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    static struct sink sinks[2];
+    memset(sinks, 0, sizeof(sinks));
+    corral_conn *conns[2];
+    int peers[2];
+    for (int i = 0; i < 2; i++)
+        conns[i] = pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+    sinks[0].probe = conns[1];
+    sinks[1].probe = conns[0];
+    ck_assert_int_eq(send(peers[0], "GET /", 5, 0), 5);
+    ck_assert_int_eq(send(peers[1], "GET /", 5, 0), 5);
+    usleep(20 * 1000); /* both in the same wakeup */
+    pair_run_until(loop, both_received, sinks, TEST_WAIT_MS);
+    /* The first handled saw the other's bytes waiting, though its socket
+     * had none left. */
+    if (ring_in_use(loop)) {
+        ck_assert(sinks[0].probe_pending || sinks[1].probe_pending);
+        ck_assert(sinks[0].probe_kept == 5 || sinks[1].probe_kept == 5);
+    }
+    for (int i = 0; i < 2; i++)
+        close(peers[i]);
+    corral_loop_free(loop);
+}
+END_TEST
+
 Suite *test_suite(void)
 {
     Suite *suite = suite_create("core/io_batch");
@@ -216,6 +255,7 @@ Suite *test_suite(void)
     tcase_add_test(tc, a_failed_send_in_a_batch_closes_only_its_connection);
     tcase_add_test(tc, reads_made_ahead_deliver_each_connection_its_bytes);
     tcase_add_test(tc, a_read_made_ahead_for_a_paused_connection_waits_for_it);
+    tcase_add_test(tc, input_read_ahead_counts_as_pending);
     suite_add_tcase(suite, tc);
     return suite;
 }
