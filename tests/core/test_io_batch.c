@@ -2,8 +2,9 @@
  * test_io_batch.c: the sends of a flush and the first reads of a group of
  * events made in one io_uring call (core/io_batch.c): every connection's
  * bytes intact and its own, a failed send closing only its connection, a
- * read made ahead for a connection paused meanwhile kept for it, and a
- * read that fills its slice followed by ordinary ones.
+ * read made ahead for a connection paused meanwhile kept for it, a read
+ * that fills its slice followed by ordinary ones, input read ahead counted
+ * as pending, and no ring when turned off.
  */
 #include "../helpers.h"
 #include "internal.h"
@@ -95,6 +96,33 @@ START_TEST(the_sends_of_a_flush_arrive_each_at_its_own_peer)
         ck_assert_ptr_nonnull(loop->io_batch);
     for (int i = 0; i < PAIRS; i++)
         close(peers[i]);
+    corral_loop_free(loop);
+}
+END_TEST
+
+/* Turned off, the same flush sends connection by connection: no ring. */
+START_TEST(turned_off_the_loop_makes_no_ring)
+{
+    corral_loop *loop;
+    ck_assert_int_eq(corral_loop_new(&loop), 0);
+    corral_loop_set_io_uring(loop, false);
+    static struct sink sinks[PAIRS];
+    memset(sinks, 0, sizeof(sinks));
+    corral_conn *conns[PAIRS];
+    int peers[PAIRS];
+    for (int i = 0; i < PAIRS; i++) {
+        conns[i] = pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+        corral_conn_write(conns[i], "hello", 5);
+    }
+    ck_assert_int_eq(corral__loop_run_once(loop, 0), 0);
+    for (int i = 0; i < PAIRS; i++) {
+        char got[5];
+        ck_assert_uint_eq(test_recv_all(peers[i], got, sizeof(got)), sizeof(got));
+        ck_assert(memcmp(got, "hello", 5) == 0);
+        close(peers[i]);
+    }
+    ck_assert_ptr_null(loop->io_batch);
+    ck_assert_ptr_null(loop->read_ahead);
     corral_loop_free(loop);
 }
 END_TEST
@@ -252,6 +280,7 @@ Suite *test_suite(void)
     Suite *suite = suite_create("core/io_batch");
     TCase *tc = tcase_create("io_batch");
     tcase_add_test(tc, the_sends_of_a_flush_arrive_each_at_its_own_peer);
+    tcase_add_test(tc, turned_off_the_loop_makes_no_ring);
     tcase_add_test(tc, a_failed_send_in_a_batch_closes_only_its_connection);
     tcase_add_test(tc, reads_made_ahead_deliver_each_connection_its_bytes);
     tcase_add_test(tc, a_read_made_ahead_for_a_paused_connection_waits_for_it);

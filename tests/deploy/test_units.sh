@@ -5,7 +5,8 @@
 #   nobody with exactly the unit's ambient capabilities, resolves
 #   "wakeup auto" to eBPF wherever root's probe does; and the system call
 #   filter, which removes bpf with ~@privileged, allows it again (checked
-#   with systemd-analyze where it is installed).
+#   with systemd-analyze where it is installed), and allows io_uring's two
+#   calls, which @system-service leaves out.
 # - every address corral.socket passes is a listen of the sample
 #   configuration, spelled the same way.
 # Needs root for the capability part (skipped otherwise).
@@ -44,9 +45,16 @@ while read -r line; do
   esac
 done <<<"$filters"
 [ "$allowed" = yes ] || fail "$unit's SystemCallFilter does not allow bpf after ~@privileged"
+for s in io_uring_setup io_uring_enter; do
+  grep -Eq "^SystemCallFilter=([^~].* )?$s( |\$)" "$unit" ||
+    fail "$unit's SystemCallFilter does not allow $s (the batched sends and reads)"
+done
 if command -v systemd-analyze >/dev/null; then
   systemd-analyze syscall-filter @privileged 2>/dev/null | grep -qw bpf ||
     fail "systemd-analyze: bpf is not in @privileged any more; revisit $unit"
+  if systemd-analyze syscall-filter @system-service 2>/dev/null | grep -qw io_uring_setup; then
+    echo "systemd-analyze: io_uring is in @system-service now; $unit's own line is redundant"
+  fi
 fi
 
 # corral.socket and the sample configuration listen on the same addresses.
