@@ -200,7 +200,10 @@ static void conn_keep_read_ahead(corral_conn *conn)
 static void conn_read_input(corral_conn *conn)
 {
     if (conn->state == CORRAL__CONN_LINGERING) {
-        conn->read_ahead = false; /* discarded with the rest */
+        if (conn->read_ahead) { /* discarded with the rest */
+            conn->read_ahead = false;
+            conn->close_error = 0;
+        }
         conn_discard_input(conn);
         return;
     }

@@ -115,13 +115,20 @@ static void io_batch_run(corral_loop *loop, int32_t *results, size_t count)
         io_batch_give_up(loop, err);
 }
 
-void corral__io_batch_send(corral_loop *loop, corral_conn *const *conns, int32_t *results,
-                           size_t count)
+/* Marks every result unsent, and returns the ring to prepare `count`
+ * operations in, or NULL without one. */
+static struct corral__io_batch *io_batch_begin(corral_loop *loop, int32_t *results, size_t count)
 {
     assert(count <= CORRAL__IO_BATCH_MAX);
     for (size_t i = 0; i < count; i++)
         results[i] = CORRAL__IO_BATCH_UNSENT;
-    struct corral__io_batch *b = io_batch_get(loop);
+    return io_batch_get(loop);
+}
+
+void corral__io_batch_send(corral_loop *loop, corral_conn *const *conns, int32_t *results,
+                           size_t count)
+{
+    struct corral__io_batch *b = io_batch_begin(loop, results, count);
     if (b == NULL)
         return;
     for (size_t i = 0; i < count; i++) {
@@ -138,10 +145,7 @@ void corral__io_batch_send(corral_loop *loop, corral_conn *const *conns, int32_t
 void corral__io_batch_recv(corral_loop *loop, corral_conn *const *conns, char *const *bufs,
                            size_t len, int32_t *results, size_t count)
 {
-    assert(count <= CORRAL__IO_BATCH_MAX);
-    for (size_t i = 0; i < count; i++)
-        results[i] = CORRAL__IO_BATCH_UNSENT;
-    struct corral__io_batch *b = io_batch_get(loop);
+    struct corral__io_batch *b = io_batch_begin(loop, results, count);
     if (b == NULL)
         return;
     for (size_t i = 0; i < count; i++) {

@@ -11,6 +11,7 @@
 #include "pair.h"
 
 #include <errno.h>
+#include <poll.h>
 #include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
@@ -67,16 +68,53 @@ static bool ring_in_use(const corral_loop *loop)
     return !loop->io_batch_off;
 }
 
-START_TEST(the_sends_of_a_flush_arrive_each_at_its_own_peer)
+/* A fresh loop with n connections, each recording into sinks[i] (cleared)
+ * and with its peer's end in peers[i]. */
+static corral_loop *open_pairs(struct sink *sinks, corral_conn **conns, int *peers, int n)
 {
     corral_loop *loop;
     ck_assert_int_eq(corral_loop_new(&loop), 0);
+    memset(sinks, 0, (size_t)n * sizeof(*sinks));
+    for (int i = 0; i < n; i++)
+        conns[i] = pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+    return loop;
+}
+
+/* Waits until the socket of every connection has input (or an error) for
+ * the loop's next wakeup, without running the loop. */
+static void wait_input(corral_conn **conns, int n)
+{
+    uint64_t deadline = test_now_ms() + TEST_WAIT_MS;
+    for (int i = 0; i < n; i++) {
+        struct pollfd p = {.fd = corral_conn_fd(conns[i]), .events = POLLIN};
+        while (poll(&p, 1, TEST_POLL_MS) != 1)
+            ck_assert_msg(test_now_ms() < deadline, "no input on connection %d", i);
+    }
+}
+
+/* Sends `a` and `b` (5 bytes each) to the two connections, both waiting
+ * in their sockets before the loop runs again. */
+static void send_both(corral_conn **conns, const int *peers, const char *a, const char *b)
+{
+    ck_assert_int_eq(send(peers[0], a, 5, 0), 5);
+    ck_assert_int_eq(send(peers[1], b, 5, 0), 5);
+    wait_input(conns, 2);
+}
+
+/* Closes the peers' ends and frees the loop. */
+static void close_pairs(corral_loop *loop, int *peers, int n)
+{
+    for (int i = 0; i < n; i++)
+        close(peers[i]);
+    corral_loop_free(loop);
+}
+
+START_TEST(the_sends_of_a_flush_arrive_each_at_its_own_peer)
+{
     static struct sink sinks[PAIRS];
-    memset(sinks, 0, sizeof(sinks));
     corral_conn *conns[PAIRS];
     int peers[PAIRS];
-    for (int i = 0; i < PAIRS; i++)
-        conns[i] = pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+    corral_loop *loop = open_pairs(sinks, conns, peers, PAIRS);
     char data[PAIRS][3000];
     for (int i = 0; i < PAIRS; i++) {
         pair_fill(data[i], sizeof(data[i]), (uint64_t)i * 7919);
@@ -94,9 +132,7 @@ START_TEST(the_sends_of_a_flush_arrive_each_at_its_own_peer)
     }
     if (ring_in_use(loop))
         ck_assert_ptr_nonnull(loop->io_batch);
-    for (int i = 0; i < PAIRS; i++)
-        close(peers[i]);
-    corral_loop_free(loop);
+    close_pairs(loop, peers, PAIRS);
 }
 END_TEST
 
@@ -131,19 +167,15 @@ END_TEST
  * connection with the error, the others' bytes still going. */
 START_TEST(a_failed_send_in_a_batch_closes_only_its_connection)
 {
-    corral_loop *loop;
-    ck_assert_int_eq(corral_loop_new(&loop), 0);
     static struct sink sinks[3];
-    memset(sinks, 0, sizeof(sinks));
     corral_conn *conns[3];
     int peers[3];
-    for (int i = 0; i < 3; i++)
-        conns[i] = pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+    corral_loop *loop = open_pairs(sinks, conns, peers, 3);
     struct linger reset = {.l_onoff = 1, .l_linger = 0};
     ck_assert_int_eq(setsockopt(peers[1], SOL_SOCKET, SO_LINGER, &reset, sizeof(reset)), 0);
     close(peers[1]);
-    /* Without running the loop, which would see the reset first. */
-    usleep(20 * 1000);
+    /* The reset there, without running the loop, which would see it. */
+    wait_input(&conns[1], 1);
     for (int i = 0; i < 3; i++)
         corral_conn_write(conns[i], "hello", 5);
     ck_assert_int_eq(corral__loop_run_once(loop, 0), 0);
@@ -176,13 +208,10 @@ static bool all_received(void *arg)
  * together, 100 KiB each, more than a slice holds. */
 START_TEST(reads_made_ahead_deliver_each_connection_its_bytes)
 {
-    corral_loop *loop;
-    ck_assert_int_eq(corral_loop_new(&loop), 0);
     static struct sink sinks[PAIRS];
-    memset(sinks, 0, sizeof(sinks));
+    corral_conn *conns[PAIRS];
     int peers[PAIRS];
-    for (int i = 0; i < PAIRS; i++)
-        pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+    corral_loop *loop = open_pairs(sinks, conns, peers, PAIRS);
     static char data[PAIRS][100 * 1024];
     for (int i = 0; i < PAIRS; i++) {
         pair_fill(data[i], sizeof(data[i]), (uint64_t)i * 104729);
@@ -195,9 +224,7 @@ START_TEST(reads_made_ahead_deliver_each_connection_its_bytes)
     }
     if (ring_in_use(loop))
         ck_assert_ptr_nonnull(loop->read_ahead);
-    for (int i = 0; i < PAIRS; i++)
-        close(peers[i]);
-    corral_loop_free(loop);
+    close_pairs(loop, peers, PAIRS);
 }
 END_TEST
 
@@ -217,19 +244,13 @@ static bool both_received(void *arg)
  * group had its input read ahead, and keeps it until it reads again. */
 START_TEST(a_read_made_ahead_for_a_paused_connection_waits_for_it)
 {
-    corral_loop *loop;
-    ck_assert_int_eq(corral_loop_new(&loop), 0);
     static struct sink sinks[2];
-    memset(sinks, 0, sizeof(sinks));
     corral_conn *conns[2];
     int peers[2];
-    for (int i = 0; i < 2; i++)
-        conns[i] = pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+    corral_loop *loop = open_pairs(sinks, conns, peers, 2);
     sinks[0].pause = conns[1];
     sinks[1].pause = conns[0];
-    ck_assert_int_eq(send(peers[0], "first", 5, 0), 5);
-    ck_assert_int_eq(send(peers[1], "other", 5, 0), 5);
-    usleep(20 * 1000); /* both in the same wakeup */
+    send_both(conns, peers, "first", "other");
     pair_run_until(loop, one_received, sinks, TEST_WAIT_MS);
     int waiting = sinks[0].len > 0 ? 1 : 0;
     ck_assert_uint_eq(sinks[waiting].len, 0);
@@ -238,9 +259,7 @@ START_TEST(a_read_made_ahead_for_a_paused_connection_waits_for_it)
     pair_run_until(loop, both_received, sinks, TEST_WAIT_MS);
     ck_assert(memcmp(sinks[0].got, "first", 5) == 0);
     ck_assert(memcmp(sinks[1].got, "other", 5) == 0);
-    for (int i = 0; i < 2; i++)
-        close(peers[i]);
-    corral_loop_free(loop);
+    close_pairs(loop, peers, 2);
 }
 END_TEST
 
@@ -249,19 +268,13 @@ END_TEST
  * a binary upgrade whether the socket alone can move) must see it. */
 START_TEST(input_read_ahead_counts_as_pending)
 {
-    corral_loop *loop;
-    ck_assert_int_eq(corral_loop_new(&loop), 0);
     static struct sink sinks[2];
-    memset(sinks, 0, sizeof(sinks));
     corral_conn *conns[2];
     int peers[2];
-    for (int i = 0; i < 2; i++)
-        conns[i] = pair_open(loop, &sink_handler, &sinks[i], &peers[i]);
+    corral_loop *loop = open_pairs(sinks, conns, peers, 2);
     sinks[0].probe = conns[1];
     sinks[1].probe = conns[0];
-    ck_assert_int_eq(send(peers[0], "GET /", 5, 0), 5);
-    ck_assert_int_eq(send(peers[1], "GET /", 5, 0), 5);
-    usleep(20 * 1000); /* both in the same wakeup */
+    send_both(conns, peers, "GET /", "GET /");
     pair_run_until(loop, both_received, sinks, TEST_WAIT_MS);
     /* The first handled saw the other's bytes waiting, though its socket
      * had none left. */
@@ -269,9 +282,7 @@ START_TEST(input_read_ahead_counts_as_pending)
         ck_assert(sinks[0].probe_pending || sinks[1].probe_pending);
         ck_assert(sinks[0].probe_kept == 5 || sinks[1].probe_kept == 5);
     }
-    for (int i = 0; i < 2; i++)
-        close(peers[i]);
-    corral_loop_free(loop);
+    close_pairs(loop, peers, 2);
 }
 END_TEST
 
