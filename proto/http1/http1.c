@@ -193,6 +193,22 @@ void http1_conn_rebind(corral_conn *conn, const struct http_site *site, unsigned
     h1->handing_over = false;
 }
 
+/* The stop closes the connection here: now if it is idle, or after the
+ * exchange under way (or its first), or at the drain timeout. */
+static void h1_stop_here(struct h1_conn *h1)
+{
+    h1->stopping = true;
+    if (h1->ex != NULL || h1->partial_head || h1->c.requests == 0)
+        return;
+    /* Idle, unless a request is already in the socket (or read ahead of
+     * its event) and not yet handled: closing now would drop it
+     * unanswered.  Let it be read; it is answered with "Connection:
+     * close". */
+    if (corral_conn_input_pending(h1->c.sock))
+        return;
+    http1_close(h1);
+}
+
 /* Both halves of the exchange are done: get ready for the next request. */
 void http1_finish_exchange(struct h1_conn *h1)
 {
@@ -210,13 +226,8 @@ void http1_finish_exchange(struct h1_conn *h1)
     /* Pipelined requests waited unread while the response was pending. */
     corral_conn_resume_read(h1->c.sock);
     if (h1->handing_over && !h1_hand_over(h1)) {
-        /* The stop began while this exchange ran.  As in h1_on_stop(): a
-         * request already in the socket, or read ahead of its event, is
-         * read and answered with "Connection: close". */
-        h1->handing_over = false;
-        h1->stopping = true;
-        if (!corral_conn_input_pending(h1->c.sock))
-            http1_close(h1);
+        h1->handing_over = false; /* the stop began while this exchange ran */
+        h1_stop_here(h1);
     }
 }
 
@@ -422,15 +433,7 @@ static void h1_on_stop(struct http_conn *c)
             return; /* moves after this (or its first) exchange */
         h1->handing_over = false;
     }
-    h1->stopping = true;
-    if (h1->ex != NULL || h1->partial_head || h1->c.requests == 0)
-        return; /* closes after this (or its first) exchange, or at the drain timeout */
-    /* Idle, unless a request is already in the socket and its event not yet
-     * handled: closing now would drop it unanswered.  Let it be read; it is
-     * answered with "Connection: close". */
-    if (corral_conn_input_pending(c->sock))
-        return;
-    http1_close(h1);
+    h1_stop_here(h1);
 }
 
 static void h1_on_close(struct http_conn *c, int error)

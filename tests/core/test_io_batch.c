@@ -155,11 +155,10 @@ START_TEST(turned_off_the_loop_makes_no_ring)
         char got[5];
         ck_assert_uint_eq(test_recv_all(peers[i], got, sizeof(got)), sizeof(got));
         ck_assert(memcmp(got, "hello", 5) == 0);
-        close(peers[i]);
     }
     ck_assert_ptr_null(loop->io_batch);
     ck_assert_ptr_null(loop->read_ahead);
-    corral_loop_free(loop);
+    close_pairs(loop, peers, PAIRS);
 }
 END_TEST
 
